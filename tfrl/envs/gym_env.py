@@ -1,0 +1,135 @@
+"""A batch of any gymnasium environments behind the AtariEnv interface.
+
+The fallback for non-Atari tasks (CartPole, Pendulum, MuJoCo): each call steps
+the Python environments through `tf.numpy_function`, so the learners that are
+written against `AtariEnv` run unchanged, eagerly or inside `tf.function`.
+"""
+
+import threading
+
+import gymnasium as gym
+import numpy as np
+import tensorflow as tf
+
+
+class GymEnv:
+  """`num_envs` copies of one gymnasium environment, auto-resetting.
+
+  Attributes:
+    num_envs: number of slots.
+    num_actions: size of a Discrete action space (None for a Box space).
+    action_shape: shape of one action ([] for Discrete).
+    action_dtype: tf.int32 for Discrete, tf.float32 for Box.
+    observation_shape: shape of one observation.
+    observation_dtype: tf dtype of the observations.
+  """
+
+  def __init__(self, env_id: str, num_envs: int, *, seed: int = 0, **make_kwargs):
+    if not isinstance(num_envs, int) or num_envs < 1:
+      raise ValueError(f"num_envs must be a positive int, got {num_envs!r}.")
+    try:
+      self._envs = [gym.make(env_id, **make_kwargs) for _ in range(num_envs)]
+    except gym.error.Error as e:
+      raise ValueError(f"Unknown or unusable gymnasium env '{env_id}': {e}") from e
+    self.env_id = env_id
+    self.num_envs = num_envs
+    self._seed = seed
+    self._seeded = [False] * num_envs
+    self._locks = [threading.Lock() for _ in range(num_envs)]
+    space = self._envs[0].observation_space
+    self.observation_space = space
+    self.action_space = self._envs[0].action_space
+    self.observation_shape = tuple(space.shape)
+    self.observation_dtype = tf.as_dtype(space.dtype)
+    self._obs = np.zeros((num_envs,) + self.observation_shape, space.dtype)
+    if isinstance(self.action_space, gym.spaces.Discrete):
+      self.num_actions = int(self.action_space.n)
+      self.action_shape = ()
+      self.action_dtype = tf.int32
+    elif isinstance(self.action_space, gym.spaces.Box):
+      self.num_actions = None
+      self.action_shape = tuple(self.action_space.shape)
+      self.action_dtype = tf.float32
+    else:
+      raise ValueError(
+          f"GymEnv supports Discrete and Box action spaces, got {self.action_space}.")
+
+  def _indices(self, indices):
+    if indices is None:
+      return tf.range(self.num_envs, dtype=tf.int32)
+    return tf.convert_to_tensor(indices, tf.int32)
+
+  def _check_indices(self, indices: np.ndarray) -> None:
+    bad = indices[(indices < 0) | (indices >= self.num_envs)]
+    if bad.size:
+      raise ValueError(
+          f"env index {int(bad[0])} is out of range: allowed 0..{self.num_envs - 1}.")
+    if len(np.unique(indices)) != len(indices):
+      raise ValueError(f"duplicate env indices in {indices.tolist()}.")
+
+  def _reset_slot(self, i: int) -> None:
+    seed = None
+    if not self._seeded[i]:
+      seed = self._seed * 100003 + i  # Deterministic per slot, once.
+      self._seeded[i] = True
+    self._obs[i], _ = self._envs[i].reset(seed=seed)
+
+  def _np_reset(self, indices):
+    self._check_indices(indices)
+    for i in indices:
+      with self._locks[i]:
+        self._reset_slot(int(i))
+    return self._obs[indices]
+
+  def _np_step(self, indices, actions):
+    self._check_indices(indices)
+    n = len(indices)
+    reward = np.zeros(n, np.float32)
+    terminated = np.zeros(n, bool)
+    truncated = np.zeros(n, bool)
+    for k, i in enumerate(indices):
+      i = int(i)
+      with self._locks[i]:
+        action = actions[k]
+        if self.num_actions is not None:
+          if not 0 <= int(action) < self.num_actions:
+            raise ValueError(
+                f"action {int(action)} for env {i} is outside the action set "
+                f"0..{self.num_actions - 1}.")
+          action = int(action)
+        obs, r, term, trunc, _ = self._envs[i].step(action)
+        reward[k], terminated[k], truncated[k] = r, term, trunc
+        if term or trunc:
+          self._reset_slot(i)
+        else:
+          self._obs[i] = obs
+    return self._obs[indices], reward, terminated, truncated
+
+  def reset(self, indices=None) -> tf.Tensor:
+    """Resets the slots in `indices` (all by default); returns their observations."""
+    indices = self._indices(indices)
+    obs = tf.numpy_function(self._np_reset, [indices], self.observation_dtype,
+                            stateful=True, name="GymReset")
+    obs.set_shape([None] + list(self.observation_shape))
+    return obs
+
+  def step(self, actions, indices=None):
+    """Steps the slots in `indices`; returns (obs, reward, terminated, truncated).
+
+    Finished slots are reset at once: their returned observation is the first
+    one of the next episode.
+    """
+    indices = self._indices(indices)
+    actions = tf.convert_to_tensor(actions, self.action_dtype)
+    obs, reward, terminated, truncated = tf.numpy_function(
+        self._np_step, [indices, actions],
+        [self.observation_dtype, tf.float32, tf.bool, tf.bool],
+        stateful=True, name="GymStep")
+    obs.set_shape([None] + list(self.observation_shape))
+    for t in (reward, terminated, truncated):
+      t.set_shape([None])
+    return obs, reward, terminated, truncated
+
+  def close(self) -> None:
+    for env in self._envs:
+      env.close()
