@@ -1,0 +1,286 @@
+// CPU kernel of PopulationMatmul (see population_ops.cc).
+//
+// Active rows are bucketed by network (counting sort), every bucket becomes
+// one GEMM whose A and C rows are addressed through row pointers (no gather
+// copy of x, no copy of w), and the buckets are cut into work units that run
+// on the intra-op thread pool. The GEMM is a register-blocked micro-kernel
+// written with GCC vector extensions and compiled three times (AVX-512, AVX2 +
+// FMA, baseline SSE); the best one the CPU supports is picked at run time, so
+// the library runs on any x86-64 CPU whatever flags TensorFlow was built with.
+
+#pragma GCC optimize("fp-contract=fast")
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+#include "tensorflow/core/platform/threadpool.h"
+
+namespace tensorflow {
+namespace {
+
+// One GEMM: C rows (c[i], N floats each) = A rows (a[i], K floats each) x B,
+// where B is [K, N] row-major.
+struct GemmArgs {
+  const float* const* a;
+  float* const* c;
+  int64_t rows;
+  const float* b;
+  int64_t k;
+  int64_t n;
+};
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define TFRL_X86 1
+#define TFRL_INLINE inline __attribute__((always_inline))
+#else
+#define TFRL_X86 0
+#define TFRL_INLINE inline
+#endif
+
+template <int W>
+struct Vec {
+  typedef float type __attribute__((vector_size(W * sizeof(float))));
+};
+
+template <typename V>
+TFRL_INLINE V LoadU(const float* p) {
+  V v;
+  std::memcpy(&v, p, sizeof(V));
+  return v;
+}
+
+template <typename V>
+TFRL_INLINE void StoreU(float* p, const V& v) {
+  std::memcpy(p, &v, sizeof(V));
+}
+
+// C[i, j0 : j0 + NV * W] for MR rows, accumulated over all of K in registers.
+template <int W, int MR, int NV>
+TFRL_INLINE void MicroKernel(const float* const* a, float* const* c,
+                             const float* b, int64_t k, int64_t ldb,
+                             int64_t j0) {
+  typedef typename Vec<W>::type V;
+  V acc[MR][NV];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) acc[i][v] = V{};
+  const float* bp = b + j0;
+  for (int64_t kk = 0; kk < k; ++kk, bp += ldb) {
+    V bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = LoadU<V>(bp + v * W);
+    for (int i = 0; i < MR; ++i) {
+      const float s = a[i][kk];
+      for (int v = 0; v < NV; ++v) acc[i][v] += s * bv[v];
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) StoreU(c[i] + j0 + v * W, acc[i][v]);
+}
+
+// Columns that do not fill a vector.
+template <int MR>
+TFRL_INLINE void ScalarTail(const float* const* a, float* const* c,
+                            const float* b, int64_t k, int64_t ldb, int64_t j0,
+                            int64_t j1) {
+  for (int i = 0; i < MR; ++i) {
+    for (int64_t j = j0; j < j1; ++j) {
+      float s = 0.f;
+      const float* ai = a[i];
+      for (int64_t kk = 0; kk < k; ++kk) s += ai[kk] * b[kk * ldb + j];
+      c[i][j] = s;
+    }
+  }
+}
+
+// Accumulator budget per ISA: the widest column block that still leaves
+// registers for the broadcast and the loaded B vectors.
+template <int W>
+constexpr int AccBudget() {
+  return W == 16 ? 16 : 12;
+}
+
+template <int W, int MR>
+TFRL_INLINE void RowBlock(const float* const* a, float* const* c,
+                          const float* b, int64_t k, int64_t n) {
+  constexpr int kNv0 = AccBudget<W>() / MR;
+  constexpr int kNv = kNv0 < 1 ? 1 : (kNv0 > 8 ? 8 : kNv0);
+  int64_t j = 0;
+  for (; j + kNv * W <= n; j += kNv * W) MicroKernel<W, MR, kNv>(a, c, b, k, n, j);
+  for (; j + W <= n; j += W) MicroKernel<W, MR, 1>(a, c, b, k, n, j);
+  if (j < n) ScalarTail<MR>(a, c, b, k, n, j, n);
+}
+
+template <int W>
+TFRL_INLINE void GemmImpl(const GemmArgs& g) {
+  constexpr int kMr = W == 16 ? 8 : 6;
+  int64_t i = 0;
+  for (; i + kMr <= g.rows; i += kMr)
+    RowBlock<W, kMr>(g.a + i, g.c + i, g.b, g.k, g.n);
+  const float* const* a = g.a + i;
+  float* const* c = g.c + i;
+  switch (g.rows - i) {
+    case 0: break;
+    case 1: RowBlock<W, 1>(a, c, g.b, g.k, g.n); break;
+    case 2: RowBlock<W, 2>(a, c, g.b, g.k, g.n); break;
+    case 3: RowBlock<W, 3>(a, c, g.b, g.k, g.n); break;
+    case 4: RowBlock<W, 4>(a, c, g.b, g.k, g.n); break;
+    case 5: RowBlock<W, 5>(a, c, g.b, g.k, g.n); break;
+    case 6: RowBlock<W, 6>(a, c, g.b, g.k, g.n); break;
+    default: RowBlock<W, 7>(a, c, g.b, g.k, g.n); break;
+  }
+}
+
+#if TFRL_X86
+__attribute__((target("avx512f,avx512dq,avx2,fma"))) void GemmAvx512(
+    const GemmArgs& g) {
+  GemmImpl<16>(g);
+}
+__attribute__((target("avx2,fma"))) void GemmAvx2(const GemmArgs& g) {
+  GemmImpl<8>(g);
+}
+#endif
+void GemmBaseline(const GemmArgs& g) { GemmImpl<4>(g); }
+
+typedef void (*GemmFn)(const GemmArgs&);
+
+GemmFn PickGemm() {
+#if TFRL_X86
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return &GemmAvx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return &GemmAvx2;
+#endif
+  return &GemmBaseline;
+}
+
+class PopulationMatmulOp : public OpKernel {
+ public:
+  explicit PopulationMatmulOp(OpKernelConstruction* ctx)
+      : OpKernel(ctx), gemm_(PickGemm()) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& x = ctx->input(0);
+    const Tensor& w = ctx->input(1);
+    const Tensor& index = ctx->input(2);
+    const Tensor& active = ctx->input(3);
+    OP_REQUIRES(ctx, x.dims() == 3,
+                errors::InvalidArgument("x must be rank 3 [B, M, K], got shape ",
+                                        x.shape().DebugString()));
+    OP_REQUIRES(ctx, w.dims() == 3,
+                errors::InvalidArgument("w must be rank 3 [P, K, N], got shape ",
+                                        w.shape().DebugString()));
+    OP_REQUIRES(ctx, index.dims() == 1,
+                errors::InvalidArgument("index must be rank 1 [B], got shape ",
+                                        index.shape().DebugString()));
+    OP_REQUIRES(ctx, active.dims() == 1,
+                errors::InvalidArgument("active must be rank 1 [B], got shape ",
+                                        active.shape().DebugString()));
+    const int64_t batch = x.dim_size(0), m = x.dim_size(1), k = x.dim_size(2);
+    const int64_t pop = w.dim_size(0), n = w.dim_size(2);
+    OP_REQUIRES(ctx, w.dim_size(1) == k,
+                errors::InvalidArgument(
+                    "w.shape[1] must equal x.shape[2] (K): got w shape ",
+                    w.shape().DebugString(), ", expected [P, ", k, ", N] for x shape ",
+                    x.shape().DebugString()));
+    OP_REQUIRES(ctx, index.dim_size(0) == batch,
+                errors::InvalidArgument("index must have B = ", batch,
+                                        " entries (x.shape[0]), got ",
+                                        index.dim_size(0)));
+    OP_REQUIRES(ctx, active.dim_size(0) == batch,
+                errors::InvalidArgument("active must have B = ", batch,
+                                        " entries (x.shape[0]), got ",
+                                        active.dim_size(0)));
+
+    const auto idx = index.flat<int32>();
+    const auto act = active.flat<bool>();
+    // Bucket the active rows by network (counting sort, stable in b).
+    std::vector<int64_t> count(pop + 1, 0);
+    for (int64_t b = 0; b < batch; ++b) {
+      if (!act(b)) continue;
+      const int32 p = idx(b);
+      OP_REQUIRES(ctx, p >= 0 && p < pop,
+                  errors::InvalidArgument("index[", b, "] = ", p,
+                                          " is out of range: expected a value in [0, ",
+                                          pop, ") (w.shape[0] = P) for an active row"));
+      ++count[p + 1];
+    }
+
+    Tensor* y = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({batch, m, n}), &y));
+    if (y->NumElements() == 0) return;
+    const float* xp = x.flat<float>().data();
+    const float* wp = w.flat<float>().data();
+    float* yp = y->flat<float>().data();
+    for (int64_t b = 0; b < batch; ++b) {
+      if (!act(b)) std::memset(yp + b * m * n, 0, sizeof(float) * m * n);
+    }
+    if (m == 0 || n == 0) return;
+    if (k == 0) {
+      for (int64_t b = 0; b < batch; ++b)
+        if (act(b)) std::memset(yp + b * m * n, 0, sizeof(float) * m * n);
+      return;
+    }
+
+    for (int64_t p = 0; p < pop; ++p) count[p + 1] += count[p];
+    const int64_t num_active = count[pop];
+    if (num_active == 0) return;
+    std::vector<int64_t> order(num_active);
+    {
+      std::vector<int64_t> fill(count.begin(), count.end() - 1);
+      for (int64_t b = 0; b < batch; ++b)
+        if (act(b)) order[fill[idx(b)]++] = b;
+    }
+    // Row pointers, grouped by network: rows of bucket p are
+    // [count[p] * m, count[p + 1] * m).
+    std::vector<const float*> arows(num_active * m);
+    std::vector<float*> crows(num_active * m);
+    for (int64_t r = 0; r < num_active; ++r) {
+      const int64_t b = order[r];
+      for (int64_t i = 0; i < m; ++i) {
+        arows[r * m + i] = xp + (b * m + i) * k;
+        crows[r * m + i] = yp + (b * m + i) * n;
+      }
+    }
+
+    // Work units: chunks of one bucket's rows; enough of them to balance.
+    const int num_threads =
+        ctx->device()->tensorflow_cpu_worker_threads()->num_threads;
+    const int64_t total_rows = num_active * m;
+    int64_t chunk = std::max<int64_t>(8, total_rows / (8 * std::max(1, num_threads)));
+    chunk = (chunk + 47) / 48 * 48;  // a multiple of both micro-kernel heights
+    struct Unit {
+      int64_t p, begin, end;
+    };
+    std::vector<Unit> units;
+    for (int64_t p = 0; p < pop; ++p) {
+      const int64_t begin = count[p] * m, end = count[p + 1] * m;
+      for (int64_t s = begin; s < end; s += chunk)
+        units.push_back({p, s, std::min(end, s + chunk)});
+    }
+    const int64_t cost = std::max<int64_t>(1, total_rows * k * n / units.size());
+    const GemmFn gemm = gemm_;
+    auto work = [&](int64_t first, int64_t last) {
+      for (int64_t u = first; u < last; ++u) {
+        const Unit& un = units[u];
+        GemmArgs g{arows.data() + un.begin, crows.data() + un.begin,
+                   un.end - un.begin, wp + un.p * k * n, k, n};
+        gemm(g);
+      }
+    };
+    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
+        static_cast<int64_t>(units.size()), cost, work);
+  }
+
+ private:
+  const GemmFn gemm_;
+};
+
+REGISTER_KERNEL_BUILDER(Name("PopulationMatmul").Device(DEVICE_CPU),
+                        PopulationMatmulOp);
+
+}  // namespace
+}  // namespace tensorflow

@@ -1,0 +1,56 @@
+// Registers PopulationMatmul: the masked heterogeneous batching op of tfrl's
+// neuroevolution (Uber AI's accelerated deep neuroevolution, Such et al. 2018).
+
+#include "tensorflow/core/framework/common_shape_fns.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/shape_inference.h"
+
+namespace tensorflow {
+
+using shape_inference::DimensionHandle;
+using shape_inference::InferenceContext;
+using shape_inference::ShapeHandle;
+
+REGISTER_OP("PopulationMatmul")
+    .Input("x: float")
+    .Input("w: float")
+    .Input("index: int32")
+    .Input("active: bool")
+    .Output("y: float")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle x, w, index, active;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 3, &x));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 3, &w));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 1, &index));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 1, &active));
+      DimensionHandle batch = c->Dim(x, 0);
+      TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(index, 0), &batch));
+      TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(active, 0), &batch));
+      DimensionHandle k;
+      TF_RETURN_IF_ERROR(c->Merge(c->Dim(x, 2), c->Dim(w, 1), &k));
+      c->set_output(0, c->MakeShape({batch, c->Dim(x, 1), c->Dim(w, 2)}));
+      return OkStatus();
+    })
+    .Doc(R"doc(
+Multiplies each row of a batch by the weight matrix of its own network.
+
+For every b with active[b]: y[b] = matmul(x[b], w[index[b]]); rows with
+active[b] == false are set to zero and cost no arithmetic. Rows that name the
+same network are grouped and computed as one GEMM (the weight matrix is read
+once per block of rows), and the groups are spread over the intra-op threads.
+Each output element is accumulated in a fixed order, so results do not depend
+on the thread count or on which other rows are in the batch.
+
+Dense layers use M = 1; convolutions use M = number of patches (im2col, e.g.
+tf.image.extract_patches) with K = kh * kw * c_in.
+
+The op has no gradient: neuroevolution is gradient-free.
+
+x: [B, M, K] float32 inputs.
+w: [P, K, N] float32 weights of a population of P networks.
+index: [B] int32, the network of each row; must lie in [0, P) where active.
+active: [B] bool, the rows to compute (e.g. episodes still running).
+y: [B, M, N] float32.
+)doc");
+
+}  // namespace tensorflow

@@ -1,0 +1,155 @@
+"""PopulationMatmul (compiled op) against the gather + matmul reference."""
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+
+from tfrl.ops import population
+
+
+def _random_case(rng, b, m, k, n, p, active_fraction=0.7):
+  x = rng.standard_normal((b, m, k)).astype(np.float32)
+  w = rng.standard_normal((p, k, n)).astype(np.float32)
+  index = rng.integers(0, p, size=b).astype(np.int32)
+  active = rng.random(b) < active_fraction
+  return x, w, index, active
+
+
+def _numpy_reference(x, w, index, active):
+  y = np.zeros((x.shape[0], x.shape[1], w.shape[2]), np.float64)
+  for b in range(x.shape[0]):
+    if active[b]:
+      y[b] = x[b].astype(np.float64) @ w[index[b]].astype(np.float64)
+  return y
+
+
+class PopulationMatmulTest(tf.test.TestCase, parameterized.TestCase):
+
+  test_session = None  # tf.test.TestCase's deprecated helper, not a test.
+
+  def test_library_is_built(self):
+    # Fails (does not skip) when the op library is missing.
+    lib = population.load_library()
+    self.assertTrue(hasattr(lib, "population_matmul"))
+    self.assertTrue(population.have_op())
+
+  @parameterized.named_parameters(
+      ("dense_tiny", 1, 1, 1, 1, 1),
+      ("dense", 37, 1, 29, 18, 5),
+      ("dense_wide", 16, 1, 300, 512, 16),
+      ("dense_vector_edges", 40, 1, 33, 47, 3),
+      ("conv_like", 12, 49, 72, 16, 4),
+      ("conv_large", 8, 81, 512, 64, 6),
+      ("more_networks_than_rows", 3, 5, 11, 7, 64),
+  )
+  def test_matches_reference(self, b, m, k, n, p):
+    rng = np.random.default_rng(b * 1000 + m * 100 + k + n + p)
+    for fraction in (1.0, 0.5, 0.0):
+      x, w, index, active = _random_case(rng, b, m, k, n, p, fraction)
+      got = population.population_matmul_op(x, w, index, active).numpy()
+      ref = population.population_matmul_reference(x, w, index, active).numpy()
+      self.assertEqual(got.shape, (b, m, n))
+      self.assertAllClose(got, ref, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+      self.assertAllClose(got, _numpy_reference(x, w, index, active),
+                          rtol=1e-4, atol=1e-4 * np.sqrt(k))
+      self.assertAllEqual(got[~active], np.zeros_like(got[~active]))
+
+  def test_repeated_and_missing_indices(self):
+    rng = np.random.default_rng(3)
+    x, w, _, _ = _random_case(rng, 20, 9, 40, 24, 10)
+    index = np.array([2] * 10 + [7] * 6 + [0] * 4, np.int32)  # most nets missing
+    active = np.ones(20, bool)
+    active[[1, 11, 19]] = False
+    got = population.population_matmul_op(x, w, index, active).numpy()
+    self.assertAllClose(got, _numpy_reference(x, w, index, active), atol=1e-3)
+
+  def test_inactive_rows_may_hold_any_index(self):
+    rng = np.random.default_rng(4)
+    x, w, index, _ = _random_case(rng, 6, 2, 8, 4, 3)
+    index[[1, 4]] = [-5, 99]
+    active = np.array([1, 0, 1, 1, 0, 1], bool)
+    got = population.population_matmul_op(x, w, index, active).numpy()
+    self.assertAllClose(got, _numpy_reference(x, w, index, active), atol=1e-4)
+
+  def test_conv_via_extract_patches_matches_conv2d(self):
+    rng = np.random.default_rng(5)
+    obs = rng.standard_normal((6, 21, 21, 4)).astype(np.float32)
+    kernels = rng.standard_normal((3, 8, 8, 4, 16)).astype(np.float32)
+    index = np.array([0, 2, 2, 1, 0, 2], np.int32)
+    active = np.array([1, 1, 0, 1, 1, 1], bool)
+    patches = tf.image.extract_patches(obs, [1, 8, 8, 1], [1, 4, 4, 1],
+                                       [1, 1, 1, 1], "VALID")
+    out_hw = patches.shape[1:3]
+    y = population.population_matmul_op(
+        tf.reshape(patches, [6, -1, 8 * 8 * 4]),
+        tf.reshape(kernels, [3, 8 * 8 * 4, 16]), index, active)
+    y = tf.reshape(y, [6, out_hw[0], out_hw[1], 16]).numpy()
+    for b in range(6):
+      if active[b]:
+        want = tf.nn.conv2d(obs[b:b + 1], kernels[index[b]], 4, "VALID")
+        self.assertAllClose(y[b], want[0], atol=1e-3)
+      else:
+        self.assertAllEqual(y[b], np.zeros_like(y[b]))
+
+  def test_result_independent_of_batch_composition(self):
+    rng = np.random.default_rng(6)
+    x, w, index, _ = _random_case(rng, 32, 1, 200, 64, 4)
+    full = population.population_matmul_op(x, w, index, np.ones(32, bool)).numpy()
+    alone = population.population_matmul_op(x[:1], w, index[:1], [True]).numpy()
+    self.assertAllEqual(full[:1], alone)
+
+  def test_inside_tf_function_and_shape_inference(self):
+    fn = tf.function(population.population_matmul_op, input_signature=[
+        tf.TensorSpec([None, 3, 5], tf.float32),
+        tf.TensorSpec([4, 5, 7], tf.float32),
+        tf.TensorSpec([None], tf.int32),
+        tf.TensorSpec([None], tf.bool)])
+    concrete = fn.get_concrete_function()
+    self.assertEqual(concrete.output_shapes.as_list(), [None, 3, 7])
+    rng = np.random.default_rng(7)
+    x, w, index, active = _random_case(rng, 9, 3, 5, 7, 4)
+    self.assertAllClose(fn(x, w, index, active),
+                        _numpy_reference(x, w, index, active), atol=1e-4)
+
+  def test_fallback_dispatch(self):
+    rng = np.random.default_rng(8)
+    x, w, index, active = _random_case(rng, 5, 2, 3, 4, 2)
+    a = population.population_matmul(x, w, index, active, use_op=False)
+    b = population.population_matmul(x, w, index, active)
+    self.assertAllClose(a, b, atol=1e-5)
+
+  @parameterized.named_parameters(
+      ("index_too_large", (4, 2, 3), (2, 3, 5), [0, 1, 2, 0], [1, 1, 1, 1]),
+      ("index_negative", (4, 2, 3), (2, 3, 5), [0, -1, 1, 0], [1, 1, 1, 1]),
+      ("k_mismatch", (4, 2, 3), (2, 4, 5), [0, 1, 1, 0], [1, 1, 1, 1]),
+      ("index_length", (4, 2, 3), (2, 3, 5), [0, 1, 1], [1, 1, 1, 1]),
+      ("active_length", (4, 2, 3), (2, 3, 5), [0, 1, 1, 0], [1, 1, 1]),
+      ("empty_population", (2, 2, 3), (0, 3, 5), [0, 0], [1, 0]),
+  )
+  def test_bad_inputs_rejected(self, x_shape, w_shape, index, active):
+    x = tf.ones(x_shape)
+    w = tf.ones(w_shape)
+    with self.assertRaises(tf.errors.InvalidArgumentError):
+      population.population_matmul_op(x, w, index, np.array(active, bool))
+
+  def test_bad_ranks_rejected_at_runtime(self):
+    fn = tf.function(population.load_library().population_matmul)
+    with self.assertRaises((tf.errors.InvalidArgumentError, ValueError)):
+      fn(x=tf.ones([2, 3]), w=tf.ones([1, 3, 2]), index=[0, 0],
+         active=[True, True])
+    # Unknown ranks at trace time: the kernel itself must reject them.
+    fn2 = tf.function(
+        lambda x, w, i, a: population.load_library().population_matmul(
+            x=x, w=w, index=i, active=a),
+        input_signature=[tf.TensorSpec(None, tf.float32)] * 2 +
+        [tf.TensorSpec(None, tf.int32), tf.TensorSpec(None, tf.bool)])
+    with self.assertRaises(tf.errors.InvalidArgumentError):
+      fn2(tf.ones([2, 3]), tf.ones([1, 3, 2]), tf.constant([0, 0]),
+          tf.constant([True, True]))
+    with self.assertRaises(tf.errors.InvalidArgumentError):
+      fn2(tf.ones([2, 1, 3]), tf.ones([1, 3, 2]), tf.constant([[0, 0]]),
+          tf.constant([True, True]))
+
+
+if __name__ == "__main__":
+  tf.test.main()

@@ -1,0 +1,102 @@
+"""The masked heterogeneous batching op: one matmul per row, each row's own network.
+
+`population_matmul(x, w, index, active)` computes, for every row b with
+`active[b]`, `y[b] = x[b] @ w[index[b]]`, and zeros for the other rows, which
+cost nothing (Uber AI's accelerated neuroevolution, Such et al. 2018). Rows
+that share a network are computed as one GEMM by the compiled kernel
+(`custom_ops/cc/kernels/population_kernels.cc`).
+
+`population_matmul_reference` is the same computation in plain TensorFlow
+(`tf.gather` + `tf.matmul` on the active rows); it is the fallback when the
+compiled library is absent and the yardstick of the tests and benchmarks.
+
+There is no gradient: neuroevolution does not differentiate its networks.
+"""
+
+from typing import Optional
+
+import tensorflow as tf
+
+from tfrl import ops as _ops
+
+FAMILY = "population"
+
+
+def load_library():
+  """The compiled `population` op library; ImportError (with build help) if absent."""
+  return _ops.load_library(FAMILY)
+
+
+def have_op() -> bool:
+  """Whether the compiled op library loads."""
+  try:
+    load_library()
+    return True
+  except ImportError:
+    return False
+
+
+def _prepare(x, w, index, active):
+  x = tf.convert_to_tensor(x, tf.float32)
+  w = tf.convert_to_tensor(w, tf.float32)
+  index = tf.cast(tf.convert_to_tensor(index), tf.int32)
+  if active is None:
+    active = tf.ones_like(index, dtype=tf.bool)
+  active = tf.convert_to_tensor(active, tf.bool)
+  return x, w, index, active
+
+
+def population_matmul_op(x, w, index, active=None) -> tf.Tensor:
+  """The compiled op (raises ImportError if the library is not built).
+
+  Args:
+    x: [B, M, K] float32.
+    w: [P, K, N] float32, one weight matrix per network.
+    index: [B] int32, the network of each row, in [0, P) for active rows.
+    active: [B] bool, the rows to compute; None means all.
+
+  Returns:
+    [B, M, N] float32; inactive rows are zero.
+  """
+  x, w, index, active = _prepare(x, w, index, active)
+  return load_library().population_matmul(x=x, w=w, index=index, active=active)
+
+
+def population_matmul_reference(x, w, index, active=None) -> tf.Tensor:
+  """The same computation with tf.gather + tf.matmul on the active rows only."""
+  x, w, index, active = _prepare(x, w, index, active)
+  tf.debugging.assert_rank(x, 3, message="x must be [B, M, K]")
+  tf.debugging.assert_rank(w, 3, message="w must be [P, K, N]")
+  rows = tf.cast(tf.where(active)[:, 0], tf.int32)
+  nets = tf.gather(index, rows)
+  tf.debugging.assert_less(nets, tf.shape(w)[0], message="index out of range [0, P)")
+  tf.debugging.assert_non_negative(nets, message="index out of range [0, P)")
+  y = tf.matmul(tf.gather(x, rows), tf.gather(w, nets))
+  shape = tf.stack([tf.shape(x)[0], tf.shape(x)[1], tf.shape(w)[2]])
+  return tf.scatter_nd(rows[:, None], y, shape)
+
+
+def population_matmul_dense_reference(x, w, index, active=None) -> tf.Tensor:
+  """The naive reference: gather every row's weights, batched matmul, mask."""
+  x, w, index, active = _prepare(x, w, index, active)
+  y = tf.matmul(x, tf.gather(w, index))
+  return tf.where(active[:, None, None], y, tf.zeros_like(y))
+
+
+def population_matmul(x, w, index, active=None,
+                      use_op: Optional[bool] = None) -> tf.Tensor:
+  """Masked heterogeneous batched matmul (compiled op, or the reference).
+
+  Args:
+    x: [B, M, K] float32 (M = 1 for dense layers, patches for convolutions).
+    w: [P, K, N] float32.
+    index: [B] int32 network of each row.
+    active: [B] bool rows to compute (None: all); inactive rows give zeros.
+    use_op: True forces the compiled op (ImportError if missing), False the
+      pure-TF reference; None uses the op when it is built.
+  """
+  if use_op is None:
+    use_op = have_op()
+  if use_op:
+    return population_matmul_op(x, w, index, active)
+  return population_matmul_reference(x, w, index, active)
