@@ -1,0 +1,95 @@
+"""Block-circulant dense layer (CirCNN, Ding et al. 2017; used by GST, 2021).
+
+The [in, out] weight matrix is split into b x b blocks, each a circulant
+matrix C defined by one length-b vector w: C[r, c] = w[(r - c) mod b], so
+C x = irfft(rfft(w) * rfft(x)). With P = ceil(in / b) input blocks and
+Q = ceil(out / b) output blocks the layer stores Q * P * b parameters
+(= in * out / b when b divides both), and the forward pass is
+  X = rfft(x blocks)            [N, P, b/2+1]
+  Y_q = sum_p rfft(w_qp) * X_p  [N, Q, b/2+1]
+  y = irfft(Y)                  one inverse FFT per output block.
+Sizes that are not multiples of b are zero-padded (inputs) and sliced
+(outputs). Computation runs in float32 even under mixed precision (the FFT
+ops need it); the output is cast back to the input dtype. Gradients flow
+through `tf.signal.rfft` / `irfft`.
+
+Conv layers have no circulant variant: `make_conv2d` builds a plain
+`Conv2D` for kind `circulant` (documented fallback).
+"""
+
+import tensorflow as tf
+
+from tfrl.layers import base
+from tfrl.layers import dense
+
+
+class BlockCirculantDense(base.Layer):
+  """Dense layer whose kernel is block-circulant with block size b.
+
+  Args:
+    units: output size.
+    block_size: b >= 1 (b = 1 is an ordinary dense layer, computed by FFT).
+    activation: None, a name or a callable.
+    with_bias: whether to add a bias (a plain length-`units` vector).
+    kernel_scale: multiplies the initial weights.
+    name: module name.
+  """
+
+  def __init__(self, units: int, block_size: int, *, activation=None, with_bias=True,
+               kernel_scale: float = 1.0, name=None):
+    super().__init__(activation=activation, name=name)
+    cls = type(self).__name__
+    base.check_positive_int("units", units, cls)
+    base.check_positive_int("block_size", block_size, cls)
+    self.units = units
+    self.block_size = block_size
+    self.with_bias = with_bias
+    self.kernel_scale = float(kernel_scale)
+
+  def _build(self, input_shape):
+    if input_shape.rank is None or input_shape[-1] is None:
+      raise ValueError(f"{self.name}: last input dimension must be known, got {input_shape}.")
+    b = self.block_size
+    self.input_size = int(input_shape[-1])
+    self.in_blocks = -(-self.input_size // b)
+    self.out_blocks = -(-self.units // b)
+    # Each output sums `in` products, as in a dense layer: Glorot limits.
+    self.vectors = tf.Variable(
+        self.kernel_scale * base.glorot_uniform(
+            [self.out_blocks, self.in_blocks, b], self.input_size, self.units),
+        name="vectors")
+    if self.with_bias:
+      self.bias = tf.Variable(tf.zeros([self.units]), name="bias")
+
+  def _forward(self, x):
+    flat, restore = dense.flatten_leading(x)
+    dtype = flat.dtype
+    b = self.block_size
+    h = tf.cast(flat, tf.float32)
+    pad = self.in_blocks * b - self.input_size
+    if pad:
+      h = tf.pad(h, [[0, 0], [0, pad]])
+    h = tf.reshape(h, [-1, self.in_blocks, b])
+    xf = tf.signal.rfft(h)                                   # [N, P, F]
+    wf = tf.signal.rfft(self.vectors)                        # [Q, P, F]
+    yf = tf.einsum("npf,qpf->nqf", xf, wf)                   # [N, Q, F]
+    y = tf.signal.irfft(yf, fft_length=[b])                  # [N, Q, b]
+    y = tf.reshape(y, [-1, self.out_blocks * b])[:, :self.units]
+    if self.with_bias:
+      y = y + self.bias
+    return restore(tf.cast(y, dtype))
+
+  def to_dense(self) -> tf.Tensor:
+    """The equivalent [in, out] kernel (so that x @ to_dense() + bias == layer(x))."""
+    b = self.block_size
+    r = tf.range(b)
+    idx = (r[:, None] - r[None, :]) % b                      # [b(row r), b(col c)]
+    blocks = tf.gather(self.vectors, idx, axis=2)            # [Q, P, b, b]
+    full = tf.reshape(tf.transpose(blocks, [0, 2, 1, 3]),
+                      [self.out_blocks * b, self.in_blocks * b])
+    return tf.transpose(full)[:self.input_size, :self.units]
+
+  def kernel_stats(self):
+    n = self.input_size * self.units
+    stored = float(self.vectors.shape.num_elements())
+    return n, tf.constant(stored), tf.constant(4.0 * stored)

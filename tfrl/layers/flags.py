@@ -1,0 +1,102 @@
+"""absl flags that select the layer variant, shared by every entry point.
+
+Entry points (GA3C, GA/ES, TD3) call `define_layer_flags()` at import time
+and `layer_plan_from_flags(FLAGS)` / `reward_aware_config_from_flags(FLAGS)`
+in `main`; library code only sees the resulting typed objects.
+
+    python -m tfrl.td3 --dense_layer=gst --circulant_block_size=16 \
+        --target_sparsity=0.9 --pruning_schedule=reward_aware \
+        --layer_plan="actor/out=dense;critic*/dense_0=pruned:schedule=nm"
+"""
+
+from absl import flags
+
+from tfrl.layers import gst
+from tfrl.layers import spec as spec_lib
+
+
+def define_layer_flags(flag_values: flags.FlagValues = flags.FLAGS):
+  """Defines the layer flags (idempotent: skips flags already defined)."""
+  fv = flag_values
+
+  def define(kind, name, default, help_text, **kwargs):
+    if name in fv:
+      return
+    if kind == "enum":
+      flags.DEFINE_enum(name, default, kwargs["enum_values"], help_text, flag_values=fv)
+    else:
+      getattr(flags, "DEFINE_" + kind)(name, default, help_text, flag_values=fv)
+
+  define("enum", "dense_layer", "dense", "Variant of every dense layer (conv: dense/pruned).",
+         enum_values=list(spec_lib.KINDS))
+  define("integer", "circulant_block_size", 8, "Block size b of block-circulant layers.")
+  define("float", "target_sparsity", 0.9,
+         "Final sparsity of pruned layers (upper bound for reward_aware).")
+  define("enum", "pruning_schedule", "polynomial", "Sparsity schedule of pruned layers.",
+         enum_values=list(spec_lib.SCHEDULES))
+  define("string", "nm", "2:4", "N:M of the nm schedule, e.g. 2:4.")
+  define("integer", "pruning_begin", 0, "First pruning step (optimizer steps).")
+  define("integer", "pruning_end", 100_000, "Last pruning step (optimizer steps).")
+  define("integer", "pruning_frequency", 1000, "Steps between pruning / controller updates.")
+  define("float", "pruning_initial_sparsity", 0.0,
+         "Initial sparsity (polynomial schedule and the reward-aware controller).")
+  define("float", "dst_drop_fraction", 0.3, "Initial DST drop fraction (cosine-decayed).")
+  define("enum", "dst_regrow", "random", "DST regrowth: random (SET) or gradient (RigL).",
+         enum_values=list(spec_lib.REGROW))
+  define("integer", "gst_min_dim", 64,
+         "GST rule: dense layers with fan-in and fan-out >= this are circulant.")
+  define("string", "layer_plan", "",
+         "Per-layer overrides: name=kind[:key=value...];... (names may be globs), "
+         "e.g. 'actor/dense_1=circulant:block_size=16;critic*/out=dense'.")
+  define("integer", "gst_window", 10, "Reward-aware: episodes in the return window.")
+  define("float", "gst_tolerance", 0.05,
+         "Reward-aware: raise sparsity while mean return >= best - tolerance * scale.")
+  define("float", "gst_backoff", 0.2,
+         "Reward-aware: lower sparsity when mean return < best - backoff * scale.")
+  define("float", "gst_step_up", 0.05, "Reward-aware: sparsity increase per raise.")
+  define("float", "gst_step_down", 0.1, "Reward-aware: sparsity decrease per backoff.")
+  define("float", "gst_min_sparsity", 0.0, "Reward-aware: lowest sparsity.")
+  define("float", "gst_reward_scale", 1.0,
+         "Reward-aware: scale = max(|best return|, this) for the thresholds.")
+
+
+def _parse_nm(text):
+  try:
+    n, m = (int(v) for v in text.replace("x", ":").split(":"))
+  except ValueError as e:
+    raise ValueError(f"--nm must look like 2:4, got {text!r}.") from e
+  return (n, m)
+
+
+def layer_spec_from_flags(fv: flags.FlagValues = flags.FLAGS) -> spec_lib.LayerSpec:
+  return spec_lib.LayerSpec(
+      kind=fv.dense_layer,
+      block_size=fv.circulant_block_size,
+      target_sparsity=fv.target_sparsity,
+      schedule=fv.pruning_schedule,
+      nm=_parse_nm(fv.nm),
+      begin_step=fv.pruning_begin,
+      end_step=fv.pruning_end,
+      frequency=fv.pruning_frequency,
+      initial_sparsity=fv.pruning_initial_sparsity,
+      drop_fraction=fv.dst_drop_fraction,
+      regrow=fv.dst_regrow,
+      gst_min_dim=fv.gst_min_dim)
+
+
+def layer_plan_from_flags(fv: flags.FlagValues = flags.FLAGS) -> spec_lib.LayerPlan:
+  """The LayerPlan for the layer flags (default spec + `--layer_plan`)."""
+  return spec_lib.LayerPlan.parse(fv.layer_plan, default=layer_spec_from_flags(fv))
+
+
+def reward_aware_config_from_flags(fv: flags.FlagValues = flags.FLAGS) -> gst.RewardAwareConfig:
+  return gst.RewardAwareConfig(
+      initial_sparsity=fv.pruning_initial_sparsity,
+      min_sparsity=min(fv.gst_min_sparsity, fv.pruning_initial_sparsity),
+      max_sparsity=fv.target_sparsity,
+      window=fv.gst_window,
+      tolerance=fv.gst_tolerance,
+      backoff=fv.gst_backoff,
+      step_up=fv.gst_step_up,
+      step_down=fv.gst_step_down,
+      reward_scale=fv.gst_reward_scale)

@@ -1,0 +1,168 @@
+"""GST (Lee et al. 2021): per-layer circulant-or-pruned plan + reward-aware pruning.
+
+Default plan rule (`LayerSpec(kind="gst")`): a dense layer whose fan-in and
+fan-out are both >= `gst_min_dim` (default 64) becomes a
+`BlockCirculantDense(block_size)`, compressed from step 0; every other
+layer (input, output and conv layers) becomes a pruned layer with the
+`reward_aware` schedule, whose target sparsity is driven by
+`RewardAwareController`. `--layer_plan` overrides the rule per layer.
+
+Reward-aware rule (`RewardAwareController.update`), applied each time the
+learner calls it (TD3: every `--pruning_frequency` steps between
+`--pruning_begin` and `--pruning_end`):
+  * hold while fewer than `window` episode returns have been recorded;
+  * m = mean of the last `window` episode returns; R = best m so far
+    (the reference, -inf at the start); scale = max(|R|, reward_scale);
+  * if m >= R - tolerance * scale (the return holds up):
+      s <- min(s + step_up, max_sparsity) and R <- max(R, m);   "raise"
+  * elif m < R - backoff * scale (the return dropped):
+      s <- max(s - step_down, min_sparsity);                     "backoff"
+  * else: s unchanged.                                           "hold"
+The new s is written into the `sparsity_target` of every reward-aware layer
+of the given modules; each layer re-prunes to it on its next pruning step
+(backing off re-enables the smallest pruned weights, at zero).
+"""
+
+import dataclasses
+import math
+from typing import Iterable
+
+import numpy as np
+import tensorflow as tf
+
+from tfrl.layers import base
+from tfrl.layers import circulant
+from tfrl.layers import pruned
+from tfrl.layers import spec as spec_lib
+
+
+class GSTDense(base.Layer):
+  """Dense layer that picks circulant or reward-aware pruned at build time.
+
+  `inner` is the chosen layer (`BlockCirculantDense` when
+  min(fan_in, units) >= spec.gst_min_dim, else `PrunedDense` with the
+  `reward_aware` schedule).
+  """
+
+  is_wrapper = True
+
+  def __init__(self, units: int, spec: spec_lib.LayerSpec, *, activation=None,
+               with_bias=True, kernel_scale=1.0, name=None):
+    super().__init__(activation=None, name=name)
+    base.check_positive_int("units", units, type(self).__name__)
+    if not isinstance(spec, spec_lib.LayerSpec):
+      raise ValueError(f"GSTDense: spec must be a LayerSpec, got {spec!r}.")
+    self.units = units
+    self.spec = spec
+    self._inner_kwargs = dict(activation=activation, with_bias=with_bias,
+                              kernel_scale=kernel_scale)
+
+  def _build(self, input_shape):
+    fan_in = int(input_shape[-1])
+    if min(fan_in, self.units) >= self.spec.gst_min_dim:
+      self.inner = circulant.BlockCirculantDense(
+          self.units, self.spec.block_size, name="circulant", **self._inner_kwargs)
+    else:
+      self.inner = pruned.PrunedDense(
+          self.units, self.spec.replace(kind="pruned", schedule="reward_aware"),
+          name="pruned", **self._inner_kwargs)
+    self.inner.plan_name = getattr(self, "plan_name", self.name)
+    self.inner(tf.zeros([1, fan_in]))  # builds the inner layer now.
+
+  def _forward(self, x):
+    return self.inner(x)
+
+
+@dataclasses.dataclass(frozen=True)
+class RewardAwareConfig:
+  """Thresholds of the reward-aware rule (see module docstring)."""
+
+  initial_sparsity: float = 0.0
+  min_sparsity: float = 0.0
+  max_sparsity: float = 0.9
+  window: int = 10
+  tolerance: float = 0.05
+  backoff: float = 0.2
+  step_up: float = 0.05
+  step_down: float = 0.1
+  reward_scale: float = 1.0
+
+  def __post_init__(self):
+    for f in ("initial_sparsity", "min_sparsity", "max_sparsity"):
+      if not 0.0 <= getattr(self, f) < 1.0:
+        raise ValueError(f"RewardAwareConfig.{f} must be in [0, 1), got {getattr(self, f)!r}.")
+    if not self.min_sparsity <= self.initial_sparsity <= self.max_sparsity:
+      raise ValueError("RewardAwareConfig needs min_sparsity <= initial_sparsity <= max_sparsity.")
+    if self.window < 1:
+      raise ValueError(f"RewardAwareConfig.window must be >= 1, got {self.window}.")
+    for f in ("tolerance", "backoff", "step_up", "step_down", "reward_scale"):
+      if getattr(self, f) < 0:
+        raise ValueError(f"RewardAwareConfig.{f} must be >= 0, got {getattr(self, f)!r}.")
+    if self.backoff < self.tolerance:
+      raise ValueError("RewardAwareConfig needs backoff >= tolerance.")
+
+
+def reward_aware_layers(modules) -> list:
+  if isinstance(modules, tf.Module):
+    modules = [modules]
+  found = []
+  for module in modules:
+    for m in (module,) + tuple(module.submodules):
+      if (isinstance(m, pruned._Pruning) and m.spec.schedule == "reward_aware" and m.built
+          and m._packed is None and m not in found):
+        found.append(m)
+  return found
+
+
+class RewardAwareController(tf.Module):
+  """Adapts the target sparsity of reward-aware layers to the episodic return.
+
+  Checkpointable (sparsity, reference and the return window are variables).
+  Usage, in a Python training loop:
+
+      controller = RewardAwareController(config)
+      ...
+      controller.record_return(episode_return)       # at each episode end
+      if pruning step: controller.update([actor, critic])
+  """
+
+  def __init__(self, config: RewardAwareConfig = RewardAwareConfig(), name=None):
+    super().__init__(name=name)
+    if not isinstance(config, RewardAwareConfig):
+      raise ValueError(f"Expected a RewardAwareConfig, got {config!r}.")
+    self.config = config
+    self.sparsity = tf.Variable(config.initial_sparsity, dtype=tf.float32, trainable=False)
+    self.reference = tf.Variable(-math.inf, dtype=tf.float32, trainable=False)
+    self.returns = tf.Variable(tf.zeros([config.window]), trainable=False)
+    self.num_returns = tf.Variable(0, dtype=tf.int64, trainable=False)
+
+  def record_return(self, episode_return: float):
+    i = int(self.num_returns.numpy()) % self.config.window
+    self.returns[i].assign(float(episode_return))
+    self.num_returns.assign_add(1)
+
+  def decide(self) -> str:
+    """Applies the rule once to the controller's state; returns the decision."""
+    c = self.config
+    if int(self.num_returns.numpy()) < c.window:
+      return "wait"
+    m = float(np.mean(self.returns.numpy()))
+    ref = float(self.reference.numpy())
+    s = float(self.sparsity.numpy())
+    scale = max(abs(ref), c.reward_scale) if math.isfinite(ref) else c.reward_scale
+    if m >= ref - c.tolerance * scale:
+      self.sparsity.assign(min(s + c.step_up, c.max_sparsity))
+      self.reference.assign(max(ref, m))
+      return "raise"
+    if m < ref - c.backoff * scale:
+      self.sparsity.assign(max(s - c.step_down, c.min_sparsity))
+      return "backoff"
+    return "hold"
+
+  def update(self, modules: Iterable[tf.Module]) -> str:
+    """`decide()`, then writes the sparsity into every reward-aware layer."""
+    decision = self.decide()
+    s = self.sparsity.numpy()
+    for layer in reward_aware_layers(modules):
+      layer.sparsity_target.assign(s)
+    return decision

@@ -1,0 +1,110 @@
+"""Networks built from `tfrl.layers` by a `LayerPlan`, so one flag swaps the
+dense-layer variant everywhere.
+
+Stable layer names, addressable by `--layer_plan` (globs allowed):
+  AtariTorso / NatureTorso: `<torso name>/conv_<i>`, `<torso name>/dense_0`
+  MLPTorso:                 `<torso name>/dense_<i>`
+  ActorCritic heads:        `policy`, `value`
+The default torso name is `torso` (so `torso/dense_0`).
+"""
+
+from typing import Sequence
+
+import tensorflow as tf
+
+from tfrl import layers as tl
+from tfrl.layers import spec as spec_lib
+
+
+class _ConvTorso(tf.Module):
+  """uint8 [B, H, W, C] -> scaled to [0, 1] -> convs -> flatten -> dense."""
+
+  _CONVS = ()
+  _DENSE = 0
+  _PADDING = "VALID"
+
+  def __init__(self, plan=None, *, name="torso"):
+    super().__init__(name=name)
+    plan = spec_lib.as_plan(plan)
+    self.convs = []
+    for i, (filters, kernel, stride) in enumerate(self._CONVS):
+      path = f"{name}/conv_{i}"
+      self.convs.append(tl.make_conv2d(filters, kernel, stride, plan.spec_for(path),
+                                       activation="relu", padding=self._PADDING, name=path))
+    path = f"{name}/dense_0"
+    self.dense = tl.make_dense(self._DENSE, plan.spec_for(path), activation="relu", name=path)
+
+  def __call__(self, obs):
+    x = tf.convert_to_tensor(obs)
+    x = tf.cast(x, tf.float32) / 255.0 if x.dtype == tf.uint8 else tf.cast(x, tf.float32)
+    for conv in self.convs:
+      x = conv(x)
+    x = tf.reshape(x, [-1, x.shape[1] * x.shape[2] * x.shape[3]])
+    return self.dense(x)
+
+
+class AtariTorso(_ConvTorso):
+  """GA3C (Babaeizadeh et al. 2017) network: conv 8x8x16 /4, conv 4x4x32 /2
+  (SAME padding, as in GA3C's NetworkVP), dense 256; input [B, 84, 84, 4]."""
+
+  _CONVS = ((16, 8, 4), (32, 4, 2))
+  _DENSE = 256
+  _PADDING = "SAME"
+
+
+class NatureTorso(_ConvTorso):
+  """DQN Nature (Mnih et al. 2015) network: 32 8x8 /4, 64 4x4 /2, 64 3x3 /1
+  (VALID), dense 512."""
+
+  _CONVS = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
+  _DENSE = 512
+  _PADDING = "VALID"
+
+
+class MLPTorso(tf.Module):
+  """Flatten -> dense(h) -> activation, for each h in hidden_sizes."""
+
+  def __init__(self, hidden_sizes: Sequence[int], plan=None, *, activation="relu",
+               name="torso"):
+    super().__init__(name=name)
+    hidden_sizes = tuple(hidden_sizes)
+    if not hidden_sizes or any(not isinstance(h, int) or h < 1 for h in hidden_sizes):
+      raise ValueError(f"MLPTorso: hidden_sizes must be positive ints, got {hidden_sizes!r}.")
+    plan = spec_lib.as_plan(plan)
+    self.hidden = []
+    for i, units in enumerate(hidden_sizes):
+      path = f"{name}/dense_{i}"
+      self.hidden.append(tl.make_dense(units, plan.spec_for(path), activation=activation,
+                                       name=path))
+
+  def __call__(self, obs):
+    x = tf.cast(tf.convert_to_tensor(obs), tf.float32)
+    if x.shape.rank != 2:
+      x = tf.reshape(x, [tf.shape(x)[0], -1]) if x.shape[1:].num_elements() is None else \
+          tf.reshape(x, [-1, x.shape[1:].num_elements()])
+    for layer in self.hidden:
+      x = layer(x)
+    return x
+
+
+class ActorCritic(tf.Module):
+  """Shared torso with a policy head (`policy`) and a value head (`value`).
+
+  `__call__(obs)` returns `(logits [B, A], value [B])`.
+  """
+
+  def __init__(self, num_actions: int, torso: tf.Module, plan=None, *, name="actor_critic"):
+    super().__init__(name=name)
+    if not isinstance(num_actions, int) or num_actions < 1:
+      raise ValueError(f"ActorCritic: num_actions must be a positive int, got {num_actions!r}.")
+    if not callable(torso):
+      raise ValueError(f"ActorCritic: torso must be callable, got {torso!r}.")
+    plan = spec_lib.as_plan(plan)
+    self.num_actions = num_actions
+    self.torso = torso
+    self.policy = tl.make_dense(num_actions, plan.spec_for("policy"), name="policy")
+    self.value = tl.make_dense(1, plan.spec_for("value"), name="value")
+
+  def __call__(self, obs):
+    h = self.torso(obs)
+    return self.policy(h), tf.squeeze(self.value(h), axis=-1)
