@@ -1,0 +1,24 @@
+"""GA3C (Babaeizadeh et al., ICLR 2017) in TensorFlow graphs.
+
+Entry point: `python -m tfrl.ga3c` (see `__main__`). Library:
+
+  GA3CConfig       typed run configuration          (config.py)
+  GA3C             one whole run: loops, stats, checkpoints, export (system.py)
+  Queues           typed bounded FIFOQueues          (queues.py)
+  AgentPool        agents owning slices of env slots (agents.py)
+  Predictor        batched forward passes            (predictor.py)
+  Trainer          batched A3C updates               (trainer.py)
+  Learner, n_step_returns, a3c_loss                  (learner.py)
+  DynamicAdjuster  NA/NP/NT hill climbing            (adjuster.py)
+  Stats            console + TensorBoard             (stats.py)
+"""
+
+from tfrl.ga3c.adjuster import DynamicAdjuster
+from tfrl.ga3c.agents import AgentPool
+from tfrl.ga3c.config import GA3CConfig
+from tfrl.ga3c.learner import Learner, LearnerConfig, a3c_loss, n_step_returns
+from tfrl.ga3c.predictor import Predictor
+from tfrl.ga3c.queues import Queues
+from tfrl.ga3c.stats import Stats
+from tfrl.ga3c.system import GA3C
+from tfrl.ga3c.trainer import Trainer

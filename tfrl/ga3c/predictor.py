@@ -1,0 +1,52 @@
+"""GA3C predictors: batch the waiting agents' states through one forward pass.
+
+One call of `predict()` (a `tf.function`):
+
+  requests = prediction_queue: everything waiting, at least 1, at most B
+  logits = network(requests.obs)
+  action ~ softmax(logits)
+  response_queue[request.agent].enqueue_many({slot, action}) for each agent
+
+A Python thread per predictor only calls `predict` until stopped or until the
+queues close.
+"""
+
+import tensorflow as tf
+
+from tfrl.ga3c.queues import dequeue_between
+
+
+class Predictor(tf.Module):
+  """Serves actions to agents from the shared network.
+
+  Args:
+    network: `net(obs) -> (logits, value)`.
+    queues: tfrl.ga3c.queues.Queues.
+    batch_size: most requests per forward pass (`prediction_batch_size`).
+    counters: dict of int64 tf.Variables; `predictions` and
+      `prediction_batches` are incremented here.
+  """
+
+  def __init__(self, network, queues, *, batch_size: int, counters,
+               name=None):
+    super().__init__(name=name)
+    self._network = network
+    self._queues = queues
+    self._batch_size = batch_size
+    self._counters = counters
+    self.predict = tf.function(self._predict, input_signature=[])
+
+  def _predict(self):
+    queues = self._queues
+    request = dequeue_between(queues.prediction, 1, self._batch_size)
+    logits, _ = self._network(request["obs"])
+    action = tf.random.categorical(logits, 1, dtype=tf.int32)[:, 0]
+    num_agents = len(queues.responses)
+    slots = tf.dynamic_partition(request["slot"], request["agent"], num_agents)
+    actions = tf.dynamic_partition(action, request["agent"], num_agents)
+    for i, q in enumerate(queues.responses):
+      q.enqueue_many({"slot": slots[i], "action": actions[i]})
+    n = tf.cast(tf.shape(action)[0], tf.int64)
+    self._counters["predictions"].assign_add(n)
+    self._counters["prediction_batches"].assign_add(1)
+    return n
