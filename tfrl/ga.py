@@ -1,0 +1,38 @@
+"""Deep GA (Such et al. 2017) on batched heterogeneous networks.
+
+    python -m tfrl.ga --flagfile=flags/ga_pong.flags
+    python -m tfrl.ga --env=CartPole-v1 --population=32 --generations=20
+"""
+
+from absl import app
+from absl import flags
+
+from tfrl.neuroevolution import cli
+from tfrl.neuroevolution import ga
+
+FLAGS = flags.FLAGS
+cli.define_common_flags()
+flags.DEFINE_integer("truncation", 10, "Parents: the top T individuals.")
+flags.DEFINE_float("mutation_power", 0.005, "sigma of a mutation.")
+flags.DEFINE_integer("elite_candidates", 5, "Top individuals re-evaluated for the elite.")
+flags.DEFINE_integer("elite_episodes", 5, "Episodes of each elite candidate's re-evaluation.")
+
+
+def ga_config(random_search: bool = False) -> ga.GAConfig:
+  return ga.GAConfig(
+      population=FLAGS.population, truncation=min(FLAGS.truncation, FLAGS.population),
+      mutation_power=FLAGS.mutation_power,
+      elite_candidates=min(FLAGS.elite_candidates, FLAGS.population),
+      elite_episodes=FLAGS.elite_episodes, episodes_per_eval=FLAGS.episodes_per_eval,
+      random_search=random_search, seed=FLAGS.seed)
+
+
+def main(argv):
+  cli.check_argv(argv)
+  config = ga_config()
+  cli.main_for(lambda s: ga.GeneticAlgorithm(config, s.layout, s.table, s.network,
+                                             s.evaluator))
+
+
+if __name__ == "__main__":
+  app.run(main)

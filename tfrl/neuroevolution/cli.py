@@ -1,0 +1,136 @@
+"""Flags shared by `python -m tfrl.ga`, `tfrl.es` and `tfrl.random_search`.
+
+Each entry module calls `define_common_flags()` (and the layer flags) at import
+time and defines its own algorithm flags; `main` turns them into typed
+configs with the helpers below. Library code never reads FLAGS.
+"""
+
+import dataclasses
+import os
+from typing import Optional
+
+from absl import app
+from absl import flags
+import tensorflow as tf
+
+from tfrl.layers import flags as layer_flags
+from tfrl.neuroevolution import evaluation
+from tfrl.neuroevolution import noise as noise_lib
+from tfrl.neuroevolution import population_net
+from tfrl.neuroevolution import runner
+
+
+def define_common_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
+  """Environment, network, budget and output flags (idempotent)."""
+
+  def define(kind, name, default, help_text, **kwargs):
+    if name not in fv:
+      getattr(flags, "DEFINE_" + kind)(name, default, help=help_text, flag_values=fv, **kwargs)
+
+  define("string", "game", "pong", "Atari game (AtariEnv, the compiled ALE ops).")
+  define("string", "env", "", "A gymnasium env id (e.g. CartPole-v1); overrides --game.")
+  define("enum", "arch", "auto", "Population network: mlp, small (16/32/256), "
+         "large (Nature 32/64/64/512); auto = mlp for vector obs, large for Atari.",
+         enum_values=["auto"] + list(population_net.ARCHS))
+  define("list", "hidden", ["64", "64"], "Hidden sizes of the mlp arch.")
+  define("integer", "population", 64, "Individuals per generation.")
+  define("integer", "generations", 100, "Generations to run (total, with --resume).")
+  define("integer", "max_frames", 0, "Stop after this many frames (0: no limit).")
+  define("integer", "episodes_per_eval", 1, "Episodes per individual per generation.")
+  define("integer", "episode_frame_cap", 0,
+         "End an evaluation episode after this many frames (0: none).")
+  define("integer", "seed", 0, "Seed of the algorithm (and of the noise table).")
+  define("integer", "noise_table_size", noise_lib.DEFAULT_SIZE,
+         "Floats in the shared noise table.")
+  define("integer", "num_envs", 32, "Env slots (split over --slot_groups).")
+  define("integer", "slot_groups", 2, "Slot groups pipelined against each other.")
+  define("string", "logdir", "/tmp/tfrl_neuroevolution",
+         "Where TensorBoard scalars, checkpoints, the flags and the elite go.")
+  define("boolean", "resume", False, "Resume from the checkpoint in --logdir.")
+  define("boolean", "export", True, "Export the elite SavedModel to <logdir>/elite.")
+  define("integer", "export_every", 0, "Also export every N generations (0: at the end).")
+  define("float", "target_score", None, "Stop once the elite's score reaches this.")
+  define("enum", "matmul", "auto", "auto: the compiled population op when built; "
+         "op: require it; reference: the pure-TF gather+matmul.",
+         enum_values=["auto", "op", "reference"])
+  define("integer", "sticky_actions", 0,
+         "Atari: 1 = repeat_action_probability 0.25, 0 = deterministic.")
+  layer_flags.define_layer_flags(fv)
+
+
+def make_env(fv: flags.FlagValues = flags.FLAGS):
+  if fv.env:
+    from tfrl.envs import GymEnv  # pylint: disable=import-outside-toplevel
+    return GymEnv(fv.env, fv.num_envs, seed=fv.seed)
+  from tfrl.envs import AtariEnv  # pylint: disable=import-outside-toplevel
+  return AtariEnv(fv.game, fv.num_envs, seed=fv.seed,
+                  repeat_action_probability=0.25 if fv.sticky_actions else 0.0)
+
+
+def network_config(env, fv: flags.FlagValues = flags.FLAGS) -> population_net.NetworkConfig:
+  arch = fv.arch
+  if arch == "auto":
+    arch = "mlp" if len(env.observation_shape) == 1 else "large"
+  use_op = {"auto": None, "op": True, "reference": False}[fv.matmul]
+  return population_net.NetworkConfig(
+      arch=arch, hidden=tuple(int(h) for h in fv.hidden),
+      layer_plan=layer_flags.layer_plan_from_flags(fv), use_op=use_op)
+
+
+@dataclasses.dataclass
+class Setup:
+  env: object
+  layout: population_net.ParamLayout
+  table: noise_lib.NoiseTable
+  network: population_net.PopulationNetwork
+  evaluator: evaluation.PipelinedEvaluator
+  observation_spec: tf.TensorSpec
+
+
+def build(capacity: int, fv: flags.FlagValues = flags.FLAGS) -> Setup:
+  """Env, layout, noise table, population network and evaluator from flags."""
+  env = make_env(fv)
+  if env.num_actions is None:
+    raise app.UsageError("neuroevolution needs a discrete action space.")
+  layout = population_net.ParamLayout(network_config(env, fv), env.observation_shape,
+                                      env.num_actions)
+  table = noise_lib.NoiseTable(fv.seed, fv.noise_table_size)
+  network = population_net.PopulationNetwork(layout, capacity)
+  evaluator = evaluation.PipelinedEvaluator(
+      env, network, num_groups=fv.slot_groups,
+      episode_frame_cap=fv.episode_frame_cap or None)
+  spec = tf.TensorSpec([None] + list(env.observation_shape),
+                       getattr(env, "observation_dtype", tf.uint8))
+  return Setup(env, layout, table, network, evaluator, spec)
+
+
+def run_config(fv: flags.FlagValues = flags.FLAGS) -> runner.RunConfig:
+  return runner.RunConfig(
+      logdir=fv.logdir, generations=fv.generations, max_frames=fv.max_frames,
+      resume=fv.resume, export=fv.export, export_every=fv.export_every,
+      target_score=fv.target_score)
+
+
+def write_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
+  """Writes the flags into the logdir so that the run replays with --flagfile."""
+  os.makedirs(fv.logdir, exist_ok=True)
+  with open(os.path.join(fv.logdir, "flags.txt"), "w") as f:
+    f.write(fv.flags_into_string())
+
+
+def check_argv(argv) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+
+
+def main_for(make_algorithm, fv: flags.FlagValues = flags.FLAGS) -> None:
+  """Shared body of the entry points' main: build, run, export."""
+  setup = build(fv.population, fv)
+  write_flags(fv)
+  algorithm = make_algorithm(setup)
+  print(f"[{algorithm.name}] {setup.layout.describe()} | population {fv.population} | "
+        f"{setup.env.num_envs} slots in {fv.slot_groups} groups | op "
+        f"{'compiled' if setup.network.use_op else 'reference'}", flush=True)
+  runner.run(algorithm, run_config(fv), setup.observation_spec,
+             print_fn=lambda line: print(line, flush=True))
+  setup.env.close()

@@ -1,0 +1,170 @@
+"""OpenAI-ES (Salimans et al. 2017) on the batched population networks.
+
+Each generation samples `population / 2` noise offsets e_i from the shared
+table and evaluates the mirrored pairs theta +- sigma * e_i in one batch. The
+returns are replaced by centered ranks in [-0.5, 0.5] (fitness shaping), the
+gradient estimate is
+
+    g = sum_i (F(theta + sigma e_i) - F(theta - sigma e_i)) e_i / (2 n sigma),
+
+and Adam ascends it with L2 weight decay (theta <- theta + Adam(g - l2 theta)).
+The centre is evaluated on `center_episodes` episodes and is the elite.
+Virtual batch norm (optional in the paper) is not implemented.
+"""
+
+import dataclasses
+import time
+from typing import Dict
+
+import numpy as np
+
+
+def centered_ranks(x: np.ndarray) -> np.ndarray:
+  """Ranks of x scaled to [-0.5, 0.5] (ties broken by position)."""
+  x = np.asarray(x).ravel()
+  ranks = np.empty(len(x), np.float64)
+  ranks[np.argsort(x, kind="stable")] = np.arange(len(x))
+  if len(x) > 1:
+    ranks /= len(x) - 1
+  return ranks - 0.5
+
+
+def estimate_gradient(noise: np.ndarray, f_plus: np.ndarray, f_minus: np.ndarray,
+                      sigma: float) -> np.ndarray:
+  """Mirrored-sampling gradient estimate of E[F(theta + sigma e)].
+
+  Args:
+    noise: [n, D] the perturbation directions e_i.
+    f_plus, f_minus: [n] fitness (or shaped fitness) of theta +- sigma e_i.
+    sigma: the perturbation scale.
+  """
+  weights = (np.asarray(f_plus, np.float64) - np.asarray(f_minus, np.float64))
+  return (weights @ np.asarray(noise, np.float64)) / (2.0 * len(weights) * sigma)
+
+
+class Adam:
+  """Adam (Kingma & Ba 2015) on a flat numpy vector, as an ascent step."""
+
+  def __init__(self, dim: int, learning_rate: float, beta1=0.9, beta2=0.999, eps=1e-8):
+    self.learning_rate, self.beta1, self.beta2, self.eps = learning_rate, beta1, beta2, eps
+    self.m = np.zeros(dim, np.float32)
+    self.v = np.zeros(dim, np.float32)
+    self.t = 0
+
+  def ascent(self, theta: np.ndarray, grad: np.ndarray) -> np.ndarray:
+    self.t += 1
+    g = grad.astype(np.float32)
+    self.m = self.beta1 * self.m + (1 - self.beta1) * g
+    self.v = self.beta2 * self.v + (1 - self.beta2) * g * g
+    a = self.learning_rate * np.sqrt(1 - self.beta2 ** self.t) / (1 - self.beta1 ** self.t)
+    return (theta + a * self.m / (np.sqrt(self.v) + self.eps)).astype(np.float32)
+
+
+@dataclasses.dataclass(frozen=True)
+class ESConfig:
+  population: int = 64          # evaluations per generation (pairs = population / 2)
+  sigma: float = 0.02
+  learning_rate: float = 0.01
+  l2: float = 0.005
+  episodes_per_eval: int = 1
+  center_episodes: int = 5
+  fitness_shaping: bool = True  # centered ranks
+  seed: int = 0
+
+  def __post_init__(self):
+    if self.population < 2 or self.population % 2:
+      raise ValueError(f"ES population must be even and >= 2, got {self.population}.")
+    if self.sigma <= 0 or self.learning_rate <= 0 or self.l2 < 0:
+      raise ValueError("ES needs sigma > 0, learning_rate > 0, l2 >= 0.")
+    if self.episodes_per_eval < 1 or self.center_episodes < 1:
+      raise ValueError("episodes_per_eval and center_episodes must be >= 1.")
+
+
+class EvolutionStrategy:
+  """OpenAI-ES; same interface as `GeneticAlgorithm` (step / state / restore)."""
+
+  name = "es"
+
+  def __init__(self, config: ESConfig, layout, table, network, evaluator):
+    if network.capacity < config.population:
+      raise ValueError(f"network capacity {network.capacity} < population "
+                       f"{config.population}.")
+    self.config = config
+    self.layout = layout
+    self.table = table
+    self.network = network
+    self.evaluator = evaluator
+    rng = np.random.default_rng([config.seed, 0, 0])
+    init = int(table.sample_offsets(rng, layout.dim, 1)[0])
+    self.theta = (layout.init_scale * table.get(init, layout.dim)).astype(np.float32)
+    self.adam = Adam(layout.dim, config.learning_rate)
+    self.generation = 0
+    self.frames = 0
+    self.elite_score = -np.inf
+
+  def step(self) -> Dict[str, float]:
+    cfg = self.config
+    start = time.time()
+    pairs = cfg.population // 2
+    rng = np.random.default_rng([cfg.seed, self.generation + 1, 1])
+    offsets = self.table.sample_offsets(rng, self.layout.dim, pairs)
+    noise = np.stack([self.table.get(int(o), self.layout.dim) for o in offsets])
+    flat = np.empty((cfg.population, self.layout.dim), np.float32)
+    flat[0::2] = self.theta + np.float32(cfg.sigma) * noise
+    flat[1::2] = self.theta - np.float32(cfg.sigma) * noise
+    self.network.load(flat)
+    res = self.evaluator.evaluate(cfg.population, cfg.episodes_per_eval)
+    fitness = res.fitness
+    shaped = centered_ranks(fitness) if cfg.fitness_shaping else fitness
+    grad = estimate_gradient(noise, shaped[0::2], shaped[1::2], cfg.sigma)
+    self.theta = self.adam.ascent(self.theta, grad - cfg.l2 * self.theta)
+
+    self.network.load(self.theta[None])
+    center = self.evaluator.evaluate(1, cfg.center_episodes)
+    self.elite_score = float(center.fitness[0])
+    frames = res.frames + center.frames
+    self.generation += 1
+    self.frames += frames
+    seconds = time.time() - start
+    return {
+        "generation": self.generation,
+        "best": float(fitness.max()),
+        "mean": float(fitness.mean()),
+        "elite": self.elite_score,
+        "frames": self.frames,
+        "generation_frames": frames,
+        "frames_per_second": frames / max(seconds, 1e-9),
+        "generation_seconds": seconds,
+        "eval_seconds": res.seconds + center.seconds,
+        "grad_norm": float(np.linalg.norm(grad)),
+    }
+
+  def elite_params(self) -> np.ndarray:
+    return self.theta.copy()
+
+  def state(self):
+    return ({
+        "algorithm": self.name,
+        "generation": self.generation,
+        "frames": self.frames,
+        "config": dataclasses.asdict(self.config),
+        "noise_seed": self.table.seed,
+        "noise_size": self.table.size,
+        "param_dim": self.layout.dim,
+        "adam_t": self.adam.t,
+        "elite_score": self.elite_score,
+    }, {"theta": self.theta, "adam_m": self.adam.m, "adam_v": self.adam.v})
+
+  def restore(self, state: dict, arrays) -> None:
+    if state.get("algorithm") != self.name:
+      raise ValueError(f"checkpoint is for {state.get('algorithm')!r}, not {self.name!r}.")
+    if state["param_dim"] != self.layout.dim or arrays["theta"].shape != (self.layout.dim,):
+      raise ValueError(f"checkpoint parameter dimension {state['param_dim']} does not "
+                       f"match the network's {self.layout.dim}.")
+    self.generation = int(state["generation"])
+    self.frames = int(state["frames"])
+    self.elite_score = float(state["elite_score"])
+    self.theta = arrays["theta"].astype(np.float32)
+    self.adam.m = arrays["adam_m"].astype(np.float32)
+    self.adam.v = arrays["adam_v"].astype(np.float32)
+    self.adam.t = int(state["adam_t"])

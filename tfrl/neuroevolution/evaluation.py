@@ -1,0 +1,140 @@
+"""Pipelined evaluation of a population on a batched environment.
+
+The env slots are cut into `num_groups` groups, each driven by its own thread:
+
+    group thread: forward(obs of its running slots) -> env.step(actions, slots)
+
+While one group's emulator step runs (a TF op that releases the GIL), another
+group's networks run, so emulation and network work overlap (Such et al.
+2018's pipelining). Each group keeps a fixed-size batch [group_size] with an
+`active` mask, so the forward pass is traced once and rows of finished slots
+cost nothing in the masked batching op; the env is stepped only for the
+running slots (index-subset calls), so episodes of different lengths need no
+padding work. Jobs (network, episode) are handed out to free slots from one
+shared queue.
+"""
+
+import collections
+import dataclasses
+import threading
+import time
+from typing import List, Optional
+
+import numpy as np
+import tensorflow as tf
+
+
+@dataclasses.dataclass
+class EvalResult:
+  returns: np.ndarray        # [num_networks, episodes] float64
+  lengths: np.ndarray        # [num_networks, episodes] env steps
+  frames: int                # emulator frames (env steps * frames_per_step)
+  steps: int                 # env steps
+  seconds: float
+
+  @property
+  def fitness(self) -> np.ndarray:
+    return self.returns.mean(axis=1)
+
+
+class PipelinedEvaluator:
+  """Evaluates networks 0..n-1 of a `PopulationNetwork` on `env`.
+
+  Args:
+    env: a batched env (`tfrl.envs.AtariEnv` / `GymEnv` interface).
+    network: a `PopulationNetwork` (its `act(obs, index, active)` is used).
+    num_groups: slot groups (>= 1; 2 or more pipeline).
+    episode_frame_cap: end an episode after this many frames (None: no cap).
+    frames_per_step: emulator frames per env step (default: env.frame_skip or 1).
+  """
+
+  def __init__(self, env, network, num_groups: int = 2,
+               episode_frame_cap: Optional[int] = None,
+               frames_per_step: Optional[int] = None):
+    if num_groups < 1 or num_groups > env.num_envs:
+      raise ValueError(
+          f"num_groups must be in [1, num_envs={env.num_envs}], got {num_groups}.")
+    self.env = env
+    self.network = network
+    self.groups = [g.astype(np.int32) for g in
+                   np.array_split(np.arange(env.num_envs), num_groups)]
+    self.frames_per_step = int(frames_per_step or getattr(env, "frame_skip", 1) or 1)
+    self.episode_frame_cap = episode_frame_cap
+    obs_shape = tuple(env.observation_shape)
+    obs_dtype = getattr(env, "observation_dtype", tf.uint8)
+    self._act = tf.function(network.act, input_signature=[
+        tf.TensorSpec((None,) + obs_shape, obs_dtype),
+        tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.bool)])
+
+  def evaluate(self, num_networks: int, episodes: int = 1) -> EvalResult:
+    """Plays `episodes` episodes with each of networks 0..num_networks-1."""
+    if num_networks > self.network.loaded:
+      raise ValueError(f"only {self.network.loaded} networks are loaded, asked "
+                       f"for {num_networks}.")
+    start = time.time()
+    returns = np.zeros((num_networks, episodes), np.float64)
+    lengths = np.zeros((num_networks, episodes), np.int64)
+    jobs = collections.deque((net, ep) for ep in range(episodes)
+                             for net in range(num_networks))
+    lock = threading.Lock()
+    steps = [0] * len(self.groups)
+    errors: List[BaseException] = []
+    obs_all = self.env.reset().numpy()
+
+    def next_job():
+      with lock:
+        return jobs.popleft() if jobs else None
+
+    def run_group(g, slots):
+      try:
+        size = len(slots)
+        obs = obs_all[slots].copy()
+        job = [next_job() for _ in range(size)]
+        ret = np.zeros(size, np.float64)
+        length = np.zeros(size, np.int64)
+        index = np.zeros(size, np.int32)
+        while True:
+          active = np.array([j is not None for j in job])
+          if not active.any():
+            break
+          for i in range(size):
+            index[i] = job[i][0] if job[i] is not None else 0
+          actions = self._act(obs, index, active).numpy()
+          rows = np.flatnonzero(active)
+          o, r, term, trunc = self.env.step(actions[rows], slots[rows])
+          o, r = o.numpy(), r.numpy()
+          done = term.numpy() | trunc.numpy()
+          obs[rows] = o
+          ret[rows] += r
+          length[rows] += 1
+          steps[g] += len(rows)
+          capped = []
+          for k, i in enumerate(rows):
+            cap = (self.episode_frame_cap is not None and
+                   length[i] * self.frames_per_step >= self.episode_frame_cap)
+            if done[k] or cap:
+              net, ep = job[i]
+              returns[net, ep], lengths[net, ep] = ret[i], length[i]
+              ret[i], length[i] = 0.0, 0
+              job[i] = next_job()
+              if cap and not done[k] and job[i] is not None:
+                capped.append(i)
+          if capped:
+            capped = np.array(capped)
+            obs[capped] = self.env.reset(slots[capped]).numpy()
+      except BaseException as e:  # surfaced in the caller's thread.
+        errors.append(e)
+        with lock:
+          jobs.clear()
+
+    threads = [threading.Thread(target=run_group, args=(g, slots), daemon=True)
+               for g, slots in enumerate(self.groups)]
+    for t in threads:
+      t.start()
+    for t in threads:
+      t.join()
+    if errors:
+      raise errors[0]
+    total = sum(steps)
+    return EvalResult(returns, lengths, total * self.frames_per_step, total,
+                      time.time() - start)

@@ -1,0 +1,170 @@
+"""Deep GA (Such et al. 2017) and random search over seed-chain genomes.
+
+Each generation:
+  1. every individual plays `episodes_per_eval` episodes (pipelined, batched);
+  2. the top `elite_candidates` (plus the current elite) are re-evaluated on
+     `elite_episodes` more episodes; the best mean becomes the elite;
+  3. the next population is the elite, unchanged, plus `population - 1`
+     children, each a uniformly chosen parent among the top `truncation`
+     with one mutation theta += mutation_power * noise[offset].
+
+Random search (`random_search=True`, "the GA with no selection") draws a fresh
+random population every generation and keeps the best re-evaluated
+individual ever seen as the elite.
+"""
+
+import dataclasses
+import time
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from tfrl.neuroevolution import genome as genome_lib
+
+
+@dataclasses.dataclass(frozen=True)
+class GAConfig:
+  population: int = 64
+  truncation: int = 10
+  mutation_power: float = 0.005
+  elite_candidates: int = 5
+  elite_episodes: int = 5
+  episodes_per_eval: int = 1
+  random_search: bool = False
+  seed: int = 0
+
+  def __post_init__(self):
+    if self.population < 2:
+      raise ValueError(f"population must be >= 2, got {self.population}.")
+    if not 1 <= self.truncation <= self.population:
+      raise ValueError(f"truncation must be in [1, population={self.population}], "
+                       f"got {self.truncation}.")
+    if not 1 <= self.elite_candidates <= self.population:
+      raise ValueError(f"elite_candidates must be in [1, population], got "
+                       f"{self.elite_candidates}.")
+    if self.mutation_power <= 0:
+      raise ValueError(f"mutation_power must be > 0, got {self.mutation_power}.")
+    if self.elite_episodes < 1 or self.episodes_per_eval < 1:
+      raise ValueError("elite_episodes and episodes_per_eval must be >= 1.")
+
+
+class GeneticAlgorithm:
+  """The GA over a `PopulationNetwork` + `PipelinedEvaluator`.
+
+  Usage:
+    ga = GeneticAlgorithm(config, layout, table, network, evaluator)
+    for _ in range(generations):
+      metrics = ga.step()
+  """
+
+  name = "ga"
+
+  def __init__(self, config: GAConfig, layout, table, network, evaluator):
+    if network.capacity < config.population:
+      raise ValueError(f"network capacity {network.capacity} < population "
+                       f"{config.population}.")
+    self.config = config
+    self.name = "random_search" if config.random_search else "ga"
+    self.layout = layout
+    self.table = table
+    self.network = network
+    self.evaluator = evaluator
+    self.builder = genome_lib.ParamBuilder(
+        table, layout.init_scale,
+        cache_size=config.truncation + config.elite_candidates + 2)
+    self.generation = 0
+    self.frames = 0
+    self.population: Optional[List[genome_lib.Genome]] = None
+    self.elite: Optional[genome_lib.Genome] = None
+    self.elite_score = -np.inf
+
+  def _rng(self, stream: int) -> np.random.Generator:
+    return np.random.default_rng([self.config.seed, self.generation, stream])
+
+  def _random_genomes(self, rng, count) -> List[genome_lib.Genome]:
+    offsets = self.table.sample_offsets(rng, self.layout.dim, count)
+    return [genome_lib.Genome(int(o)) for o in offsets]
+
+  def step(self) -> Dict[str, float]:
+    """Runs one generation; returns its metrics."""
+    cfg = self.config
+    start = time.time()
+    if self.population is None:
+      self.population = self._random_genomes(self._rng(0), cfg.population)
+    pop = self.population
+    self.network.load(self.builder.build_many(pop))
+    res = self.evaluator.evaluate(len(pop), cfg.episodes_per_eval)
+    fitness = res.fitness
+    frames = res.frames
+    order = np.argsort(-fitness, kind="stable")
+
+    candidates = [pop[i] for i in order[:cfg.elite_candidates]]
+    if self.elite is not None and self.elite not in candidates:
+      candidates.append(self.elite)
+    self.network.load(self.builder.build_many(candidates))
+    elite_res = self.evaluator.evaluate(len(candidates), cfg.elite_episodes)
+    frames += elite_res.frames
+    scores = elite_res.fitness
+    best = int(np.argmax(scores))
+    self.elite, self.elite_score = candidates[best], float(scores[best])
+
+    rng = self._rng(1)
+    if cfg.random_search:
+      children = self._random_genomes(rng, cfg.population)
+    else:
+      parents = [pop[i] for i in order[:cfg.truncation]]
+      self.builder.remember(parents)
+      choice = rng.integers(0, len(parents), size=cfg.population - 1)
+      offsets = self.table.sample_offsets(rng, self.layout.dim, cfg.population - 1)
+      children = [self.elite] + [parents[c].child(o, cfg.mutation_power)
+                                 for c, o in zip(choice, offsets)]
+    self.population = children
+    self.generation += 1
+    self.frames += frames
+    seconds = time.time() - start
+    return {
+        "generation": self.generation,
+        "best": float(fitness.max()),
+        "mean": float(fitness.mean()),
+        "elite": self.elite_score,
+        "frames": self.frames,
+        "generation_frames": frames,
+        "frames_per_second": frames / max(seconds, 1e-9),
+        "generation_seconds": seconds,
+        "eval_seconds": res.seconds + elite_res.seconds,
+    }
+
+  def elite_params(self) -> np.ndarray:
+    if self.elite is None:
+      raise ValueError("no elite yet: run at least one generation.")
+    return self.builder.build(self.elite, cache=False)
+
+  def state(self):
+    return {
+        "algorithm": self.name,
+        "generation": self.generation,
+        "frames": self.frames,
+        "config": dataclasses.asdict(self.config),
+        "noise_seed": self.table.seed,
+        "noise_size": self.table.size,
+        "param_dim": self.layout.dim,
+        "population": [g.to_json() for g in self.population],
+        "elite": self.elite.to_json() if self.elite is not None else None,
+        "elite_score": self.elite_score,
+    }, None
+
+  def restore(self, state: dict, arrays=None) -> None:
+    if state.get("algorithm") != self.name:
+      raise ValueError(f"checkpoint is for {state.get('algorithm')!r}, not {self.name!r}.")
+    if (state["noise_seed"], state["noise_size"], state["param_dim"]) != (
+        self.table.seed, self.table.size, self.layout.dim):
+      raise ValueError(
+          "checkpoint noise table / network do not match this run: "
+          f"(seed, size, D) = {(state['noise_seed'], state['noise_size'], state['param_dim'])}"
+          f" vs {(self.table.seed, self.table.size, self.layout.dim)}.")
+    self.generation = int(state["generation"])
+    self.frames = int(state["frames"])
+    self.population = [genome_lib.Genome.from_json(g) for g in state["population"]]
+    self.elite = (genome_lib.Genome.from_json(state["elite"])
+                  if state["elite"] is not None else None)
+    self.elite_score = float(state["elite_score"])

@@ -1,0 +1,313 @@
+"""Population networks: P different networks evaluated in one batch.
+
+Every weight carries a leading population dimension ([P, K, N] kernels, [P, N]
+biases). A batch row b is evaluated by network `index[b]`, and only rows with
+`active[b]` cost arithmetic: dense layers and convolutions (im2col with
+`tf.image.extract_patches`, K = kh * kw * c_in) both go through the masked
+heterogeneous batching op `tfrl.ops.population.population_matmul`; biases are
+added by gather.
+
+Architectures (`NetworkConfig.arch`):
+  * `mlp`: dense layers `hidden` (ReLU) then the policy layer.
+  * `small`: the GA3C/DQN-2013 net, conv 16 8x8/4, conv 32 4x4/2, dense 256.
+  * `large`: the Nature DQN net, conv 32 8x8/4, 64 4x4/2, 64 3x3/1, dense 512
+    (the net of Such et al. 2017).
+
+Layer variants come from a `tfrl.layers.LayerPlan` (by layer name:
+`torso/conv_i`, `torso/dense_i`, `policy`): `dense`; `circulant` (the genome
+holds one length-b vector per b x b block, C[r, c] = w[(r - c) mod b], as
+`tfrl.layers.BlockCirculantDense`; D shrinks by b); `pruned` (a fixed random
+mask of `target_sparsity`, drawn from the spec seed; the genome holds only the
+kept weights); `gst` (circulant when fan-in and fan-out are >= gst_min_dim,
+else pruned). Convolutions have no circulant variant and fall back to dense.
+The genome is the flat vector of compact parameters; `expand` turns it into
+the full kernels that the op multiplies.
+"""
+
+import dataclasses
+import zlib
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from tfrl.layers import spec as spec_lib
+from tfrl.ops import population as pop_ops
+
+ARCHS = ("mlp", "small", "large")
+_CONV_STACKS = {
+    "small": ((16, 8, 4), (32, 4, 2)),
+    "large": ((32, 8, 4), (64, 4, 2), (64, 3, 1)),
+}
+_DENSE_STACKS = {"small": (256,), "large": (512,)}
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkConfig:
+  """Which population network to build.
+
+  Attributes:
+    arch: `mlp`, `small` or `large`.
+    hidden: dense sizes of the `mlp` arch.
+    layer_plan: a `tfrl.layers.LayerPlan` (or LayerSpec / None = dense).
+    use_op: True: the compiled op (ImportError if missing); False: the pure-TF
+      reference; None: the op when it is built.
+  """
+
+  arch: str = "large"
+  hidden: Tuple[int, ...] = (64, 64)
+  layer_plan: object = None
+  use_op: Optional[bool] = None
+
+  def __post_init__(self):
+    if self.arch not in ARCHS:
+      raise ValueError(f"NetworkConfig.arch must be one of {ARCHS}, got {self.arch!r}.")
+    if any(int(h) < 1 for h in self.hidden):
+      raise ValueError(f"NetworkConfig.hidden sizes must be >= 1, got {self.hidden!r}.")
+
+
+@dataclasses.dataclass
+class LayerLayout:
+  """One layer's place in the flat genome and how to expand it."""
+
+  name: str
+  kind: str           # dense | circulant | pruned
+  k: int              # fan-in (kh * kw * c_in for convolutions)
+  n: int              # fan-out
+  conv: Optional[Tuple[int, int]]  # (kernel size, stride) or None
+  relu: bool
+  kernel_offset: int
+  kernel_size: int
+  bias_offset: int
+  block_size: int = 0
+  kept: Optional[np.ndarray] = None  # pruned: flat kept positions in [K*N]
+
+  def expand(self, flat: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """[n, D] flat genomes -> ([n, K, N] kernel, [n, N] bias) float32."""
+    count = flat.shape[0]
+    compact = flat[:, self.kernel_offset:self.kernel_offset + self.kernel_size]
+    bias = flat[:, self.bias_offset:self.bias_offset + self.n]
+    if self.kind == "dense":
+      kernel = compact.reshape(count, self.k, self.n)
+    elif self.kind == "pruned":
+      kernel = np.zeros((count, self.k * self.n), np.float32)
+      kernel[:, self.kept] = compact
+      kernel = kernel.reshape(count, self.k, self.n)
+    else:  # circulant: vectors [Q, Pb, b], block (q, p)[r, c] = w[(r - c) % b].
+      b = self.block_size
+      q, p = -(-self.n // b), -(-self.k // b)
+      vec = compact.reshape(count, q, p, b)
+      r = np.arange(b)
+      blocks = vec[..., (r[:, None] - r[None, :]) % b]       # [n, Q, Pb, b, b]
+      full = blocks.transpose(0, 1, 3, 2, 4).reshape(count, q * b, p * b)
+      kernel = np.ascontiguousarray(full.transpose(0, 2, 1)[:, :self.k, :self.n])
+    return kernel.astype(np.float32, copy=False), np.ascontiguousarray(bias)
+
+
+def _layer_kind(spec: spec_lib.LayerSpec, k: int, n: int, conv: bool) -> str:
+  kind = spec.kind
+  if kind == "gst":
+    kind = "circulant" if min(k, n) >= spec.gst_min_dim else "pruned"
+  if kind == "circulant" and conv:
+    kind = "dense"  # documented fallback, as in tfrl.layers.
+  return kind
+
+
+class ParamLayout:
+  """The flat genome layout of one architecture for given observation/action sizes."""
+
+  def __init__(self, config: NetworkConfig, observation_shape: Sequence[int],
+               num_actions: int):
+    self.config = config
+    self.observation_shape = tuple(int(d) for d in observation_shape)
+    self.num_actions = int(num_actions)
+    plan = spec_lib.as_plan(config.layer_plan)
+    layers: List[LayerLayout] = []
+    scales: List[np.ndarray] = []
+    offset = 0
+
+    def add(name, k, n, conv, relu):
+      nonlocal offset
+      spec = plan.spec_for(name)
+      kind = _layer_kind(spec, k, n, conv is not None)
+      kept, block = None, 0
+      if kind == "dense":
+        size = k * n
+      elif kind == "pruned":
+        rng = np.random.default_rng([spec.seed, zlib.crc32(name.encode())])
+        keep = max(1, int(round((1.0 - spec.target_sparsity) * k * n)))
+        kept = np.sort(rng.choice(k * n, size=keep, replace=False))
+        size = keep
+      else:
+        block = spec.block_size
+        size = (-(-n // block)) * (-(-k // block)) * block
+      # Variance-preserving init: std 1/sqrt(effective fan-in).
+      fan_in = k * (size / float(k * n)) if kind == "pruned" else k
+      std = 1.0 / np.sqrt(max(fan_in, 1.0))
+      if name == "policy":
+        std *= 0.1
+      layout = LayerLayout(name, kind, k, n, conv, relu, offset, size,
+                           offset + size, block, kept)
+      layers.append(layout)
+      scales.append(np.full(size, std, np.float32))
+      scales.append(np.zeros(n, np.float32))
+      offset += size + n
+
+    if config.arch == "mlp":
+      if len(self.observation_shape) != 1:
+        raise ValueError(
+            f"arch 'mlp' needs flat observations, got shape {self.observation_shape}.")
+      width = self.observation_shape[0]
+      for i, h in enumerate(config.hidden):
+        add(f"torso/dense_{i}", width, int(h), None, True)
+        width = int(h)
+    else:
+      if len(self.observation_shape) != 3:
+        raise ValueError(f"arch {config.arch!r} needs [H, W, C] observations, got "
+                         f"shape {self.observation_shape}.")
+      h, w, c = self.observation_shape
+      for i, (filters, ks, stride) in enumerate(_CONV_STACKS[config.arch]):
+        oh, ow = (h - ks) // stride + 1, (w - ks) // stride + 1
+        if oh < 1 or ow < 1:
+          raise ValueError(f"observation {self.observation_shape} too small for "
+                           f"arch {config.arch!r}.")
+        add(f"torso/conv_{i}", ks * ks * c, filters, (ks, stride), True)
+        h, w, c = oh, ow, filters
+      width = h * w * c
+      for i, units in enumerate(_DENSE_STACKS[config.arch]):
+        add(f"torso/dense_{i}", width, units, None, True)
+        width = units
+    add("policy", width, self.num_actions, None, False)
+    self.layers = layers
+    self.dim = offset
+    self.init_scale = np.concatenate(scales)
+
+  def expand(self, flat: np.ndarray) -> List[Tuple[np.ndarray, np.ndarray]]:
+    flat = np.asarray(flat, np.float32)
+    if flat.ndim != 2 or flat.shape[1] != self.dim:
+      raise ValueError(f"flat parameters must be [n, {self.dim}], got {flat.shape}.")
+    return [layer.expand(flat) for layer in self.layers]
+
+  def describe(self) -> str:
+    full = sum(l.k * l.n + l.n for l in self.layers)
+    kinds = ",".join(f"{l.name}:{l.kind}" for l in self.layers)
+    return f"{self.config.arch} D={self.dim} (full {full}) [{kinds}]"
+
+
+def preprocess(obs: tf.Tensor) -> tf.Tensor:
+  """uint8 frames -> float32 in [0, 1]; float observations unchanged."""
+  if obs.dtype == tf.uint8:
+    return tf.cast(obs, tf.float32) * (1.0 / 255.0)
+  return tf.cast(obs, tf.float32)
+
+
+class PopulationNetwork(tf.Module):
+  """Up to `capacity` networks of one layout, evaluated together.
+
+  Usage:
+    net = PopulationNetwork(layout, capacity=64)
+    net.load(flat_params)                         # [n <= 64, D] float32
+    logits = net(obs, index, active)              # [B, A]; rows by network
+  """
+
+  def __init__(self, layout: ParamLayout, capacity: int, name=None):
+    super().__init__(name=name)
+    if capacity < 1:
+      raise ValueError(f"capacity must be >= 1, got {capacity}.")
+    self.layout = layout
+    self.capacity = int(capacity)
+    self.use_op = pop_ops.have_op() if layout.config.use_op is None else layout.config.use_op
+    if self.use_op:
+      pop_ops.load_library()  # fail loudly now rather than at trace time.
+    self.kernels = [tf.Variable(tf.zeros([capacity, l.k, l.n]), trainable=False,
+                                name=l.name.replace("/", "_") + "_kernel")
+                    for l in layout.layers]
+    self.biases = [tf.Variable(tf.zeros([capacity, l.n]), trainable=False,
+                               name=l.name.replace("/", "_") + "_bias")
+                   for l in layout.layers]
+    self.loaded = 0
+
+  def load(self, flat: np.ndarray) -> None:
+    """Loads [n, D] flat genomes into networks 0..n-1."""
+    n = int(flat.shape[0])
+    if n > self.capacity:
+      raise ValueError(f"{n} networks exceed the capacity {self.capacity}.")
+    for layer_vars, (kernel, bias) in zip(zip(self.kernels, self.biases),
+                                          self.layout.expand(flat)):
+      kv, bv = layer_vars
+      if n == self.capacity:
+        kv.assign(kernel)
+        bv.assign(bias)
+      else:
+        kv[:n].assign(kernel)
+        bv[:n].assign(bias)
+    self.loaded = n
+
+  def _matmul(self, x, w, index, active):
+    return pop_ops.population_matmul(x, w, index, active, use_op=self.use_op)
+
+  def __call__(self, obs, index, active):
+    """Logits [B, A] of each row's network; rows with active=False are garbage."""
+    index = tf.convert_to_tensor(index, tf.int32)
+    active = tf.convert_to_tensor(active, tf.bool)
+    h = preprocess(obs)
+    batch = tf.shape(h)[0]
+    for layer, kernel, bias in zip(self.layout.layers, self.kernels, self.biases):
+      b = tf.gather(bias, index)
+      if layer.conv is not None:
+        ks, stride = layer.conv
+        patches = tf.image.extract_patches(h, [1, ks, ks, 1], [1, stride, stride, 1],
+                                           [1, 1, 1, 1], "VALID")
+        oh, ow = patches.shape[1], patches.shape[2]
+        y = self._matmul(tf.reshape(patches, [batch, oh * ow, layer.k]), kernel,
+                         index, active)
+        h = tf.reshape(y + b[:, None, :], [batch, oh, ow, layer.n])
+      else:
+        y = self._matmul(tf.reshape(h, [batch, 1, layer.k]), kernel, index, active)
+        h = y[:, 0, :] + b
+      if layer.relu:
+        h = tf.nn.relu(h)
+    return h
+
+  def act(self, obs, index, active):
+    """Greedy actions [B] int32."""
+    return tf.argmax(self(obs, index, active), axis=-1, output_type=tf.int32)
+
+
+class SingleNetwork(tf.Module):
+  """One network of a layout as plain TF ops (conv2d / matmul), for export.
+
+  `__call__(obs)` returns `{"probs", "action"}` (greedy action), the tfrl
+  policy format of `tfrl.export`.
+  """
+
+  def __init__(self, layout: ParamLayout, flat: np.ndarray, name=None):
+    super().__init__(name=name)
+    self.layout = layout
+    expanded = layout.expand(np.asarray(flat, np.float32).reshape(1, -1))
+    self.kernels, self.biases = [], []
+    for layer, (kernel, bias) in zip(layout.layers, expanded):
+      w = kernel[0]
+      if layer.conv is not None:
+        ks = layer.conv[0]
+        w = w.reshape(ks, ks, layer.k // (ks * ks), layer.n)
+      self.kernels.append(tf.Variable(w, trainable=False,
+                                      name=layer.name.replace("/", "_") + "_kernel"))
+      self.biases.append(tf.Variable(bias[0], trainable=False,
+                                     name=layer.name.replace("/", "_") + "_bias"))
+
+  def logits(self, obs):
+    h = preprocess(obs)
+    for layer, kernel, bias in zip(self.layout.layers, self.kernels, self.biases):
+      if layer.conv is not None:
+        h = tf.nn.conv2d(h, kernel, layer.conv[1], "VALID") + bias
+      else:
+        h = tf.matmul(tf.reshape(h, [-1, layer.k]), kernel) + bias
+      if layer.relu:
+        h = tf.nn.relu(h)
+    return h
+
+  def __call__(self, obs):
+    logits = self.logits(obs)
+    return {"probs": tf.nn.softmax(logits, axis=-1),
+            "action": tf.argmax(logits, axis=-1, output_type=tf.int32)}

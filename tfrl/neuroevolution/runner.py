@@ -1,0 +1,81 @@
+"""The generation loop shared by GA, ES and random search.
+
+    for each generation (until `generations` or `max_frames`):
+      metrics = algorithm.step()          # evaluate, select / update
+      print one console line; write TensorBoard scalars
+      checkpoint the algorithm state      # resumable with resume=True
+    export the elite as a SavedModel policy (tfrl.export format)
+"""
+
+import dataclasses
+import os
+from typing import Callable, Dict, List, Optional
+
+import tensorflow as tf
+
+from tfrl.neuroevolution import checkpoint
+from tfrl.neuroevolution import population_net
+
+SCALARS = ("best", "mean", "elite", "frames", "frames_per_second",
+           "generation_seconds")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+  logdir: str
+  generations: int = 100
+  max_frames: int = 0           # 0: no frame budget
+  resume: bool = False
+  export: bool = True           # elite SavedModel under <logdir>/elite
+  export_every: int = 0         # also export every N generations (0: at the end)
+  target_score: Optional[float] = None  # stop once the elite reaches it
+
+
+def format_line(algorithm_name: str, m: Dict[str, float]) -> str:
+  return (f"[{algorithm_name}] gen {m['generation']:4d} | best {m['best']:9.2f} | "
+          f"mean {m['mean']:9.2f} | elite {m['elite']:9.2f} | "
+          f"frames {m['frames']:11d} | {m['frames_per_second']:9.0f} frames/s | "
+          f"{m['generation_seconds']:6.2f} s")
+
+
+def export_elite(algorithm, export_dir: str, observation_spec: tf.TensorSpec) -> str:
+  """Slices the elite out of the population into a plain network and exports it."""
+  from tfrl import export as export_lib  # the GA3C engineer's policy format.
+  policy = population_net.SingleNetwork(algorithm.layout, algorithm.elite_params())
+  return export_lib.export_policy(policy, observation_spec, export_dir)
+
+
+def run(algorithm, config: RunConfig, observation_spec: tf.TensorSpec,
+        print_fn: Callable[[str], None] = print) -> List[Dict[str, float]]:
+  """Runs generations; returns the list of per-generation metrics."""
+  os.makedirs(config.logdir, exist_ok=True)
+  if config.resume and checkpoint.exists(config.logdir):
+    state, arrays = checkpoint.load(config.logdir)
+    algorithm.restore(state, arrays)
+    print_fn(f"[{algorithm.name}] resumed from {config.logdir} at generation "
+             f"{algorithm.generation} ({algorithm.frames} frames)")
+  writer = tf.summary.create_file_writer(config.logdir)
+  history = []
+  export_dir = os.path.join(config.logdir, "elite")
+  while algorithm.generation < config.generations and (
+      config.max_frames <= 0 or algorithm.frames < config.max_frames):
+    metrics = algorithm.step()
+    history.append(metrics)
+    print_fn(format_line(algorithm.name, metrics))
+    with writer.as_default(step=metrics["generation"]):
+      for key in SCALARS:
+        tf.summary.scalar(f"{algorithm.name}/{key}", metrics[key])
+    writer.flush()
+    state, arrays = algorithm.state()
+    checkpoint.save(config.logdir, state, arrays)
+    if (config.export and config.export_every > 0 and
+        metrics["generation"] % config.export_every == 0):
+      export_elite(algorithm, export_dir, observation_spec)
+    if config.target_score is not None and metrics["elite"] >= config.target_score:
+      break
+  if config.export and algorithm.generation > 0:
+    export_elite(algorithm, export_dir, observation_spec)
+    print_fn(f"[{algorithm.name}] elite ({algorithm.elite_score:.2f}) exported to "
+             f"{export_dir}")
+  writer.close()
+  return history

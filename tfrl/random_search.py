@@ -1,0 +1,33 @@
+"""Random search: the deep GA with no selection (Such et al. 2017).
+
+Every generation is a fresh random population; the elite is the best
+individual seen, re-evaluated on --elite_episodes episodes.
+
+    python -m tfrl.random_search --flagfile=flags/random_search_pong.flags
+"""
+
+from absl import app
+from absl import flags
+
+from tfrl.neuroevolution import cli
+from tfrl.neuroevolution import ga
+
+FLAGS = flags.FLAGS
+cli.define_common_flags()
+flags.DEFINE_integer("elite_candidates", 5, "Top individuals re-evaluated for the elite.")
+flags.DEFINE_integer("elite_episodes", 5, "Episodes of each elite candidate's re-evaluation.")
+
+
+def main(argv):
+  cli.check_argv(argv)
+  config = ga.GAConfig(
+      population=FLAGS.population, truncation=1,
+      elite_candidates=min(FLAGS.elite_candidates, FLAGS.population),
+      elite_episodes=FLAGS.elite_episodes, episodes_per_eval=FLAGS.episodes_per_eval,
+      random_search=True, seed=FLAGS.seed)
+  cli.main_for(lambda s: ga.GeneticAlgorithm(config, s.layout, s.table, s.network,
+                                             s.evaluator))
+
+
+if __name__ == "__main__":
+  app.run(main)
