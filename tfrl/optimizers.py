@@ -36,7 +36,11 @@ class _Optimizer(tf.Module):
   def _slot_init(self, name, var):
     return tf.zeros_like(var)
 
-  def _build(self, variables):
+  def build(self, variables: Sequence[tf.Variable]):
+    """Creates the slots now (else the first `apply` does); idempotent."""
+    if self._slots is not None:
+      return
+    variables = list(variables)
     with tf.init_scope():
       slots = []
       for var in variables:
@@ -53,7 +57,7 @@ class _Optimizer(tf.Module):
     if len(grads) != len(variables):
       raise ValueError(f"apply: {len(grads)} gradients for {len(variables)} variables.")
     if self._slots is None:
-      self._build(variables)
+      self.build(variables)
     elif [v.ref() for v in variables] != self._meta.refs:
       raise ValueError(f"{type(self).__name__}.apply must get the same variables on every call.")
     if self.clip_global_norm is not None:

@@ -32,7 +32,7 @@ def pack_bits(mask_flat: tf.Tensor) -> tf.Tensor:
 
 
 def unpack_bits(packed: tf.Tensor, n: int) -> tf.Tensor:
-  shifts = tf.range(8, dtype=tf.uint8)
+  shifts = tf.constant(list(range(8)), dtype=tf.uint8)
   bits = tf.bitwise.bitwise_and(tf.bitwise.right_shift(packed[:, None], shifts[None, :]), 1)
   return tf.reshape(bits, [-1])[:n] > 0
 
