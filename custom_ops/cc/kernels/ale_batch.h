@@ -1,0 +1,114 @@
+// A batch of Atari emulators (ALE) with DQN-style preprocessing.
+//
+// Each slot owns one ale::ALEInterface, its random generator and a stack of
+// preprocessed frames. Slots are independent, so different slots may be
+// stepped from different threads at once; each slot has its own mutex.
+#ifndef TFRL_CUSTOM_OPS_CC_KERNELS_ALE_BATCH_H_
+#define TFRL_CUSTOM_OPS_CC_KERNELS_ALE_BATCH_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace ale {
+class ALEInterface;
+}  // namespace ale
+
+namespace tfrl {
+
+struct AleBatchConfig {
+  std::string rom_path;
+  int num_envs = 1;
+  int frame_skip = 4;
+  bool max_pool = true;
+  bool grayscale = true;
+  bool resize = true;  // false keeps the native 210x160 screen.
+  int height = 84;
+  int width = 84;
+  int stack = 4;
+  int noop_max = 30;
+  bool fire_reset = true;
+  float repeat_action_probability = 0.0f;
+  bool full_action_space = false;
+  bool episodic_life = false;
+  int64_t max_episode_frames = 108000;  // 0 means no cap.
+  int64_t seed = 0;
+};
+
+// Seed of the emulator in `slot`; the Python side uses the same formula to
+// build reference emulators in tests.
+int SlotSeed(int64_t seed, int slot);
+
+// Precomputed weights of an area-averaging resize along one axis: each output
+// pixel is a weighted sum over the source pixels it overlaps.
+struct AreaWeights {
+  std::vector<int> begin;         // First source index of each output index.
+  std::vector<int> count;         // Number of source indices it covers.
+  std::vector<float> weights;     // count[i] weights from offset[i].
+  std::vector<int> offset;
+  static AreaWeights Make(int src, int dst);
+};
+
+struct StepOutput {
+  float reward = 0.0f;
+  bool terminated = false;  // Game over, or a life lost with episodic_life.
+  bool truncated = false;   // The episode reached max_episode_frames.
+  bool game_over = false;   // The game ended or was truncated.
+};
+
+class AleBatch {
+ public:
+  // Creates the emulators; returns an empty string or the reason it failed.
+  static std::string Create(const AleBatchConfig& config,
+                            std::unique_ptr<AleBatch>* batch);
+  ~AleBatch();
+
+  const AleBatchConfig& config() const { return config_; }
+  int num_envs() const { return config_.num_envs; }
+  int channels() const { return config_.grayscale ? 1 : 3; }
+  int out_height() const { return out_height_; }
+  int out_width() const { return out_width_; }
+  // Bytes of one observation (all stacked frames of one slot).
+  int64_t observation_size() const {
+    return int64_t{out_height_} * out_width_ * channels() * config_.stack;
+  }
+  const std::vector<int>& action_set() const { return action_set_; }
+  bool needs_reset(int slot) const;
+  bool has_observation(int slot) const;
+
+  // The following run on one slot; callers validate indices and actions
+  // first. They return an empty string or an error message.
+  std::string Reset(int slot);
+  // With auto_reset, a finished slot starts a new game at once; without, it
+  // keeps its last observation and needs Reset before the next Step.
+  std::string Step(int slot, int action_index, bool auto_reset, StepOutput* out);
+  // Writes the stacked observation, oldest frame first on the channel axis.
+  void Observe(int slot, uint8_t* out) const;
+
+ private:
+  struct Slot;
+  explicit AleBatch(const AleBatchConfig& config);
+  void GrabScreen(Slot* slot, std::vector<uint8_t>* native) const;
+  void Preprocess(const std::vector<uint8_t>& native, uint8_t* out) const;
+  void PushFrame(Slot* slot, const std::vector<uint8_t>& native, bool fill);
+  std::string ResetLocked(Slot* slot);
+
+  AleBatchConfig config_;
+  int native_height_ = 0;
+  int native_width_ = 0;
+  int out_height_ = 0;
+  int out_width_ = 0;
+  AreaWeights rows_;
+  AreaWeights cols_;
+  std::vector<int> action_set_;  // ALE action ids, indexed by agent action.
+  bool fire_applies_ = false;
+  std::vector<std::unique_ptr<Slot>> slots_;
+};
+
+}  // namespace tfrl
+
+#endif  // TFRL_CUSTOM_OPS_CC_KERNELS_ALE_BATCH_H_

@@ -1,0 +1,303 @@
+// Kernels of the ALE ops: the emulator batch lives in a ResourceBase; every
+// input is checked before any emulator moves, so bad input changes nothing.
+#include <atomic>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ale_batch.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/resource_mgr.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/platform/threadpool.h"
+
+namespace tensorflow {
+namespace {
+
+namespace fs = std::filesystem;
+
+class AleEnvResource : public ResourceBase {
+ public:
+  explicit AleEnvResource(std::unique_ptr<tfrl::AleBatch> batch)
+      : batch_(std::move(batch)) {}
+  tfrl::AleBatch* batch() { return batch_.get(); }
+  std::string DebugString() const override {
+    return "AleEnv(" + batch_->config().rom_path + ", " +
+           std::to_string(batch_->num_envs()) + " slots)";
+  }
+
+ private:
+  std::unique_ptr<tfrl::AleBatch> batch_;
+};
+
+std::string JoinGames(const std::string& directory) {
+  std::set<std::string> games;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(directory, ec)) {
+    if (entry.path().extension() == ".bin") games.insert(entry.path().stem().string());
+  }
+  std::string out;
+  for (const auto& g : games) out += (out.empty() ? "" : ", ") + g;
+  return out.empty() ? "(none)" : out;
+}
+
+bool IsRomId(const std::string& game) {
+  if (game.empty()) return false;
+  for (char ch : game) {
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_')) return false;
+  }
+  return true;
+}
+
+class AleEnvCreateOp : public OpKernel {
+ public:
+  explicit AleEnvCreateOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    int64_t num_envs, frame_skip, height, width, stack, noop_max, max_frames, seed;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("game", &game_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("rom_directory", &rom_directory_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("num_envs", &num_envs));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("frame_skip", &frame_skip));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("max_pool", &config_.max_pool));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("grayscale", &config_.grayscale));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("resize", &config_.resize));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("height", &height));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("width", &width));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("stack", &stack));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("noop_max", &noop_max));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("fire_reset", &config_.fire_reset));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("repeat_action_probability",
+                                     &config_.repeat_action_probability));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("full_action_space", &config_.full_action_space));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("episodic_life", &config_.episodic_life));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("max_episode_frames", &max_frames));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("seed", &seed));
+    OP_REQUIRES(ctx, num_envs <= 4096,
+                errors::InvalidArgument("num_envs must be in 1..4096, got ", num_envs));
+    OP_REQUIRES(ctx, config_.repeat_action_probability >= 0.0f &&
+                         config_.repeat_action_probability <= 1.0f,
+                errors::InvalidArgument(
+                    "repeat_action_probability must be in [0, 1], got ",
+                    config_.repeat_action_probability));
+    OP_REQUIRES(ctx, height <= 1024 && width <= 1024,
+                errors::InvalidArgument("height and width must be in 1..1024, got ",
+                                        height, "x", width));
+    config_.num_envs = static_cast<int>(num_envs);
+    config_.frame_skip = static_cast<int>(frame_skip);
+    config_.height = static_cast<int>(height);
+    config_.width = static_cast<int>(width);
+    config_.stack = static_cast<int>(stack);
+    config_.noop_max = static_cast<int>(noop_max);
+    config_.max_episode_frames = max_frames;
+    config_.seed = seed;
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    OP_REQUIRES(ctx, IsRomId(game_),
+                errors::InvalidArgument(
+                    "unknown game '", game_, "': a game is an ALE ROM id of lower-case "
+                    "letters, digits and '_' (e.g. 'pong'); available games: ",
+                    JoinGames(rom_directory_)));
+    std::error_code ec;
+    OP_REQUIRES(ctx, fs::is_directory(rom_directory_, ec),
+                errors::NotFound("ROM directory '", rom_directory_,
+                                 "' does not exist; ale-py ships its ROMs in "
+                                 "ale_py/roms (pip install ale-py)"));
+    tfrl::AleBatchConfig config = config_;
+    config.rom_path = (fs::path(rom_directory_) / (game_ + ".bin")).string();
+    OP_REQUIRES(ctx, fs::is_regular_file(config.rom_path, ec),
+                errors::NotFound("no ROM for game '", game_, "' (looked for ",
+                                 config.rom_path, "); available games: ",
+                                 JoinGames(rom_directory_)));
+    std::unique_ptr<tfrl::AleBatch> batch;
+    const std::string error = tfrl::AleBatch::Create(config, &batch);
+    OP_REQUIRES(ctx, error.empty(), errors::InvalidArgument(error));
+
+    static std::atomic<int64_t> counter{0};
+    const std::string container = ctx->resource_manager()->default_container();
+    const std::string name = "tfrl_ale_env_" + std::to_string(counter++);
+    OP_REQUIRES_OK(ctx, ctx->resource_manager()->Create(
+                            container, name, new AleEnvResource(std::move(batch))));
+    Tensor* handle;
+    AllocatorAttributes attr;
+    attr.set_on_host(true);
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &handle, attr));
+    handle->scalar<ResourceHandle>()() =
+        MakeResourceHandle<AleEnvResource>(ctx, container, name);
+  }
+
+ private:
+  std::string game_;
+  std::string rom_directory_;
+  tfrl::AleBatchConfig config_;
+};
+
+// Looks up the batch and checks `indices` (rank 1, in range, no repeats).
+Status GetBatchAndIndices(OpKernelContext* ctx, core::RefCountPtr<AleEnvResource>* env,
+                          std::vector<int>* indices) {
+  TF_RETURN_IF_ERROR(LookupResource(ctx, HandleFromInput(ctx, 0), env));
+  const Tensor& t = ctx->input(1);
+  if (t.dims() != 1) {
+    return errors::InvalidArgument("indices must be a vector of slot numbers, got shape ",
+                                   t.shape().DebugString());
+  }
+  const int n = (*env)->batch()->num_envs();
+  auto flat = t.vec<int32>();
+  std::vector<bool> seen(n, false);
+  for (int64_t i = 0; i < flat.size(); ++i) {
+    const int slot = flat(i);
+    if (slot < 0 || slot >= n) {
+      return errors::InvalidArgument("env index ", slot, " at position ", i,
+                                     " is out of range: allowed 0..", n - 1);
+    }
+    if (seen[slot]) {
+      return errors::InvalidArgument("env index ", slot,
+                                     " appears twice in indices; each slot at most once");
+    }
+    seen[slot] = true;
+    indices->push_back(slot);
+  }
+  return absl::OkStatus();
+}
+
+// Runs fn(i) for i in [0, n) on the intra-op pool, one emulator per task;
+// returns the first error message.
+Status ParallelOverSlots(OpKernelContext* ctx, int n,
+                         const std::function<std::string(int)>& fn) {
+  std::vector<std::string> errors_out(n);
+  auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+  // An emulator step costs ~1e5-1e6 cycles: one task per slot.
+  workers->ParallelFor(n, /*cost_per_unit=*/1000000,
+                       [&](int64_t begin, int64_t end) {
+                         for (int64_t i = begin; i < end; ++i) errors_out[i] = fn(i);
+                       });
+  for (const auto& e : errors_out) {
+    if (!e.empty()) return errors::Internal(e);
+  }
+  return absl::OkStatus();
+}
+
+class AleResetOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Compute(OpKernelContext* ctx) override {
+    core::RefCountPtr<AleEnvResource> env;
+    std::vector<int> indices;
+    OP_REQUIRES_OK(ctx, GetBatchAndIndices(ctx, &env, &indices));
+    tfrl::AleBatch* batch = env->batch();
+    OP_REQUIRES_OK(ctx, ParallelOverSlots(ctx, indices.size(), [&](int i) {
+                     return batch->Reset(indices[i]);
+                   }));
+  }
+};
+
+class AleStepOp : public OpKernel {
+ public:
+  explicit AleStepOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("auto_reset", &auto_reset_));
+  }
+  void Compute(OpKernelContext* ctx) override {
+    core::RefCountPtr<AleEnvResource> env;
+    std::vector<int> indices;
+    OP_REQUIRES_OK(ctx, GetBatchAndIndices(ctx, &env, &indices));
+    tfrl::AleBatch* batch = env->batch();
+    const Tensor& actions_t = ctx->input(2);
+    OP_REQUIRES(ctx, actions_t.dims() == 1 && actions_t.dim_size(0) == indices.size(),
+                errors::InvalidArgument("actions must be a vector with one action per index (",
+                                        indices.size(), "), got shape ",
+                                        actions_t.shape().DebugString()));
+    auto actions = actions_t.vec<int32>();
+    const int num_actions = batch->action_set().size();
+    for (size_t i = 0; i < indices.size(); ++i) {
+      OP_REQUIRES(ctx, actions(i) >= 0 && actions(i) < num_actions,
+                  errors::InvalidArgument("action ", actions(i), " for env ", indices[i],
+                                          " is outside the action set: allowed 0..",
+                                          num_actions - 1));
+      OP_REQUIRES(ctx, !batch->needs_reset(indices[i]),
+                  errors::InvalidArgument("env slot ", indices[i],
+                                          " needs a reset before it can step: call reset "
+                                          "on it first"));
+    }
+    const int64_t k = indices.size();
+    Tensor *reward, *terminated, *truncated, *game_over;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({k}), &reward));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({k}), &terminated));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({k}), &truncated));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({k}), &game_over));
+    auto r = reward->vec<float>();
+    auto term = terminated->vec<bool>();
+    auto trunc = truncated->vec<bool>();
+    auto over = game_over->vec<bool>();
+    OP_REQUIRES_OK(ctx, ParallelOverSlots(ctx, k, [&](int i) {
+                     tfrl::StepOutput out;
+                     std::string error = batch->Step(indices[i], actions(i), auto_reset_, &out);
+                     r(i) = out.reward;
+                     term(i) = out.terminated;
+                     trunc(i) = out.truncated;
+                     over(i) = out.game_over;
+                     return error;
+                   }));
+  }
+
+ private:
+  bool auto_reset_;
+};
+
+class AleObserveOp : public OpKernel {
+ public:
+  explicit AleObserveOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("height", &height_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("width", &width_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("channels", &channels_));
+  }
+  void Compute(OpKernelContext* ctx) override {
+    core::RefCountPtr<AleEnvResource> env;
+    std::vector<int> indices;
+    OP_REQUIRES_OK(ctx, GetBatchAndIndices(ctx, &env, &indices));
+    tfrl::AleBatch* batch = env->batch();
+    const int64_t channels = batch->channels() * batch->config().stack;
+    OP_REQUIRES(ctx, height_ == batch->out_height() && width_ == batch->out_width() &&
+                         channels_ == channels,
+                errors::InvalidArgument("observation shape attrs ", height_, "x", width_,
+                                        "x", channels_, " do not match the env batch (",
+                                        batch->out_height(), "x", batch->out_width(), "x",
+                                        channels, ")"));
+    Tensor* obs;
+    const int64_t k = indices.size();
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({k, height_, width_, channels_}),
+                                             &obs));
+    uint8_t* out = obs->flat<uint8>().data();
+    const int64_t size = batch->observation_size();
+    for (int64_t i = 0; i < k; ++i) {
+      OP_REQUIRES(ctx, batch->has_observation(indices[i]),
+                  errors::InvalidArgument("env slot ", indices[i],
+                                          " has no observation yet: call reset on it first"));
+      batch->Observe(indices[i], out + i * size);
+    }
+  }
+
+ private:
+  int64_t height_, width_, channels_;
+};
+
+class AleActionSetOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Compute(OpKernelContext* ctx) override {
+    core::RefCountPtr<AleEnvResource> env;
+    OP_REQUIRES_OK(ctx, LookupResource(ctx, HandleFromInput(ctx, 0), &env));
+    const auto& set = env->batch()->action_set();
+    Tensor* out;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({(int64_t)set.size()}), &out));
+    for (size_t i = 0; i < set.size(); ++i) out->vec<int32>()(i) = set[i];
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("AleEnvCreate").Device(DEVICE_CPU), AleEnvCreateOp);
+REGISTER_KERNEL_BUILDER(Name("AleReset").Device(DEVICE_CPU), AleResetOp);
+REGISTER_KERNEL_BUILDER(Name("AleStep").Device(DEVICE_CPU), AleStepOp);
+REGISTER_KERNEL_BUILDER(Name("AleObserve").Device(DEVICE_CPU), AleObserveOp);
+REGISTER_KERNEL_BUILDER(Name("AleActionSet").Device(DEVICE_CPU), AleActionSetOp);
+
+}  // namespace
+}  // namespace tensorflow

@@ -1,0 +1,220 @@
+"""Builds tfrl's custom ops against the installed TensorFlow.
+
+`pip install .` (or `pip install -e .`) runs `build_ext`, which
+1. fetches the source distribution of the pinned ale-py release from the
+   package index by name, checks its SHA-256, and builds ALE with CMake as a
+   static, position-independent library (SDL off, the system's zlib), cached
+   under ~/.cache/tfrl so that later builds on the machine skip it;
+2. compiles every op family `custom_ops/cc/ops/<family>_ops.cc` +
+   `custom_ops/cc/kernels/<family>_*.cc` into `tfrl/ops/_<family>_ops.so`
+   with TensorFlow's own compile and link flags (tf.sysconfig).
+
+`python setup.py configure_bazel` writes the local repositories that the
+Bazel build (`BUILD`, `WORKSPACE`) needs: TensorFlow's headers and ALE.
+"""
+
+import concurrent.futures
+import glob
+import hashlib
+import html.parser
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import urllib.parse
+import urllib.request
+
+import setuptools
+from setuptools.command.build_ext import build_ext
+
+ALE_VERSION = "0.12.1"  # Keep equal to the ale-py pin in pyproject.toml.
+ALE_SDIST = f"ale_py-{ALE_VERSION}.tar.gz"
+ALE_SDIST_SHA256 = "c503d574c5983e1063b451201ccb779d935919c0f6bf116fb0f4f8aa4c86d249"
+ROOT = os.path.dirname(os.path.abspath(__file__))
+# Op families that link the emulator.
+FAMILIES_NEEDING_ALE = {"ale"}
+
+
+def log(message: str) -> None:
+  print(f"[tfrl build] {message}", flush=True)
+
+
+def cache_dir() -> str:
+  base = os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
+  return os.environ.get("TFRL_CACHE_DIR", os.path.join(base, "tfrl"))
+
+
+class _Links(html.parser.HTMLParser):
+  """Collects the hrefs of a PEP 503 simple-index page."""
+
+  def __init__(self):
+    super().__init__()
+    self.hrefs = []
+
+  def handle_starttag(self, tag, attrs):
+    if tag == "a":
+      self.hrefs.extend(v for k, v in attrs if k == "href")
+
+
+def fetch_ale_sdist(directory: str) -> str:
+  """Downloads the pinned ale-py sdist by name from the package index."""
+  local = os.environ.get("TFRL_ALE_SDIST")
+  path = local or os.path.join(directory, ALE_SDIST)
+  if not os.path.exists(path):
+    index = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/")
+    page_url = f"{index}/ale-py/"
+    log(f"fetching {ALE_SDIST} from {page_url}")
+    with urllib.request.urlopen(page_url, timeout=60) as page:
+      parser = _Links()
+      parser.feed(page.read().decode("utf-8"))
+    links = [h for h in parser.hrefs if h.split("#")[0].endswith("/" + ALE_SDIST)
+             or h.split("#")[0] == ALE_SDIST]
+    if not links:
+      raise RuntimeError(f"{ALE_SDIST} is not listed at {page_url}")
+    url = urllib.parse.urljoin(page_url, links[0].split("#")[0])
+    partial = path + ".part"
+    with urllib.request.urlopen(url, timeout=300) as response, open(partial, "wb") as f:
+      shutil.copyfileobj(response, f)
+    os.replace(partial, path)
+  with open(path, "rb") as f:
+    digest = hashlib.sha256(f.read()).hexdigest()
+  if digest != ALE_SDIST_SHA256:
+    if not local:
+      os.remove(path)
+    raise RuntimeError(f"{path} has SHA-256 {digest}, expected {ALE_SDIST_SHA256}")
+  return path
+
+
+def build_ale() -> str:
+  """Builds (or reuses) static ALE; returns its install prefix."""
+  prefix = os.path.join(cache_dir(), f"ale-{ALE_VERSION}")
+  stamp = os.path.join(prefix, "BUILT")
+  if os.path.exists(stamp):
+    log(f"using the cached ALE build in {prefix}")
+    return prefix
+  os.makedirs(cache_dir(), exist_ok=True)
+  for tool in ("cmake", "make"):
+    if shutil.which(tool) is None:
+      raise RuntimeError(f"building ALE needs {tool}: apt-get install cmake make g++ zlib1g-dev")
+  sdist = fetch_ale_sdist(cache_dir())
+  with tempfile.TemporaryDirectory(prefix="tfrl-ale-") as work:
+    with tarfile.open(sdist) as tar:
+      tar.extractall(work, filter="data")
+    source = os.path.join(work, f"ale_py-{ALE_VERSION}")
+    build = os.path.join(work, "build")
+    shutil.rmtree(prefix, ignore_errors=True)
+    log("building ALE (static, PIC, SDL off); this takes a few minutes once")
+    # RelWithDebInfo with our own flags: ALE turns on LTO for Release, and LTO
+    # objects in a static archive would make every op link slow.
+    subprocess.check_call([
+        "cmake", "-S", source, "-B", build,
+        "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
+        "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O3 -DNDEBUG",
+        "-DBUILD_CPP_LIB=ON", "-DBUILD_PYTHON_LIB=OFF", "-DSDL_SUPPORT=OFF",
+        "-DBUILD_SHARED_LIBS=OFF", "-DCMAKE_POSITION_INDEPENDENT_CODE=ON",
+        f"-DCMAKE_INSTALL_PREFIX={prefix}", "-DCMAKE_INSTALL_LIBDIR=lib"],
+        stdout=subprocess.DEVNULL)
+    subprocess.check_call(["cmake", "--build", build, "-j", str(os.cpu_count() or 2)],
+                          stdout=subprocess.DEVNULL)
+    subprocess.check_call(["cmake", "--install", build], stdout=subprocess.DEVNULL)
+  open(stamp, "w").close()
+  return prefix
+
+
+def tensorflow_flags():
+  """Compile and link flags of the TensorFlow this build runs against."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  return tf.sysconfig.get_compile_flags(), tf.sysconfig.get_link_flags()
+
+
+def op_families():
+  """{family: [sources]} from the custom_ops layout."""
+  families = {}
+  def relative(pattern):
+    return sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, pattern)))
+
+  for ops_file in relative("custom_ops/cc/ops/*_ops.cc"):
+    family = os.path.basename(ops_file)[:-len("_ops.cc")]
+    families[family] = [ops_file] + relative(f"custom_ops/cc/kernels/{family}_*.cc")
+  return families
+
+
+class BuildTfOps(build_ext):
+  """Compiles each op family into tfrl/ops/_<family>_ops.so with g++."""
+
+  def run(self):
+    families = {ext.name.rsplit("._", 1)[1][:-len("_ops")] for ext in self.extensions}
+    self._ale = build_ale() if families & FAMILIES_NEEDING_ALE else None
+    self._tf_compile, self._tf_link = tensorflow_flags()
+    super().run()
+
+  def get_ext_filename(self, ext_name):
+    return os.path.join(*ext_name.split(".")) + ".so"
+
+  def build_extension(self, ext):
+    output = self.get_ext_fullpath(ext.name)
+    os.makedirs(os.path.dirname(output), exist_ok=True)
+    family = ext.name.rsplit("._", 1)[1][:-len("_ops")]
+    cxx = os.environ.get("CXX", "g++")
+    flags = ["-O3", "-fPIC", "-Wno-deprecated-declarations", *self._tf_compile,
+             f"-I{os.path.join(ROOT, 'custom_ops/cc/kernels')}"]
+    libs = []
+    if family in FAMILIES_NEEDING_ALE:
+      flags += [f"-I{self._ale}/include", f"-I{self._ale}/include/ale"]
+      # Keep ALE's symbols private, so that a second ALE in the process
+      # (ale-py's own module) cannot interpose on ours.
+      libs += [f"{self._ale}/lib/libale.a", "-lz", "-Wl,--exclude-libs,ALL"]
+    objects_dir = os.path.join(self.build_temp, family)
+    os.makedirs(objects_dir, exist_ok=True)
+
+    def compile_one(source):
+      obj = os.path.join(objects_dir, os.path.basename(source) + ".o")
+      subprocess.check_call([cxx, *flags, "-c", os.path.join(ROOT, source), "-o", obj])
+      return obj
+
+    log(f"compiling op family '{family}' ({len(ext.sources)} files)")
+    with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
+      objects = list(pool.map(compile_one, ext.sources))
+    subprocess.check_call([cxx, "-shared", "-o", output, *objects, *libs,
+                           *self._tf_link])
+    log(f"built {output}")
+
+
+class ConfigureBazel(setuptools.Command):
+  """Links TensorFlow and ALE into third_party_local/ for the Bazel build."""
+
+  description = "write the local repositories of the Bazel build"
+  user_options = []
+
+  def initialize_options(self):
+    pass
+
+  def finalize_options(self):
+    pass
+
+  def run(self):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    local = os.path.join(ROOT, "third_party_local")
+    os.makedirs(local, exist_ok=True)
+    targets = {"tensorflow": os.path.dirname(tf.sysconfig.get_include()),
+               "ale": build_ale()}
+    for name, target in targets.items():
+      link = os.path.join(local, name)
+      if os.path.islink(link):
+        os.remove(link)
+      os.symlink(target, link)
+      log(f"third_party_local/{name} -> {target}")
+
+
+def extensions():
+  return [setuptools.Extension(f"tfrl.ops._{family}_ops", sources)
+          for family, sources in op_families().items()]
+
+
+if __name__ == "__main__":
+  setuptools.setup(
+      ext_modules=extensions(),
+      cmdclass={"build_ext": BuildTfOps, "configure_bazel": ConfigureBazel},
+  )

@@ -1,0 +1,324 @@
+"""AtariEnv: parity with ale-py, preprocessing, index subsets, bad input."""
+
+import threading
+
+from absl.testing import parameterized
+import ale_py
+from ale_py import roms
+import numpy as np
+import tensorflow as tf
+
+from tfrl.envs import AtariEnv
+from tfrl.ops import ale as ale_ops
+
+
+def reference_ale(game: str, seed: int, slot: int = 0) -> ale_py.ALEInterface:
+  """ale-py's own emulator, configured as the op's slot `slot` is."""
+  ale = ale_py.ALEInterface()
+  ale.setLoggerMode(ale_py.LoggerMode.Error)
+  ale.setInt("random_seed", ale_ops.slot_seed(seed, slot))
+  ale.setFloat("repeat_action_probability", 0.0)
+  ale.setInt("max_num_frames_per_episode", 0)
+  ale.loadROM(roms.get_rom_path(game))
+  ale.reset_game()
+  return ale
+
+
+def reference_step(ale, action, frame_skip=4):
+  """One agent step as the op defines it: summed reward, max of last 2 frames."""
+  reward, before, game_over = 0.0, None, False
+  for f in range(frame_skip):
+    reward += ale.act(action)
+    if ale.game_over(with_truncation=False):
+      game_over = True
+      break
+    if f == frame_skip - 2:
+      before = ale.getScreenGrayscale()
+  frame = ale.getScreenGrayscale()
+  if before is not None:
+    frame = np.maximum(frame, before)
+  return frame, reward, game_over
+
+
+class ParityTest(parameterized.TestCase):
+  """Native frames, rewards and game ends equal ale-py's, pixel for pixel."""
+
+  @parameterized.parameters(("pong", 400), ("breakout", 1500),
+                            ("space_invaders", 1500), ("freeway", 300))
+  def test_native_frames_rewards_and_ends_match_ale_py(self, game, steps):
+    seed = 3
+    env = AtariEnv(game, 1, screen_size=None, stack=1, noop_max=0,
+                   fire_reset=False, seed=seed, max_episode_frames=0)
+    ale = reference_ale(game, seed)
+    action_set = ale.getMinimalActionSet()
+    self.assertEqual(env.action_set, [a.value for a in action_set])
+    rng = np.random.default_rng(0)
+    obs = env.reset().numpy()
+    np.testing.assert_array_equal(obs[0, :, :, 0], ale.getScreenGrayscale())
+    total_reward, game_overs = 0.0, 0
+    for t in range(steps):
+      action = int(rng.integers(len(action_set)))
+      step = env.step_detailed([action])
+      want_frame, want_reward, want_over = reference_step(ale, action_set[action])
+      self.assertEqual(float(step.reward[0]), want_reward, f"reward at step {t}")
+      self.assertEqual(bool(step.terminated[0]), want_over, f"terminated at step {t}")
+      self.assertFalse(bool(step.truncated[0]))
+      if want_over:  # The op started a new game at once; so does the reference.
+        game_overs += 1
+        ale.reset_game()
+        want_frame = ale.getScreenGrayscale()
+      np.testing.assert_array_equal(step.obs.numpy()[0, :, :, 0], want_frame,
+                                    err_msg=f"frame at step {t}")
+      total_reward += want_reward
+    if game in ("breakout", "space_invaders"):
+      self.assertGreater(game_overs, 0, "the run should cover a game over")
+    if game != "freeway":
+      self.assertNotEqual(total_reward, 0.0, "the run should cover rewards")
+
+
+class ResizeParityTest(tf.test.TestCase):
+  """84x84 frames agree with gymnasium's AtariPreprocessing (cv2 INTER_AREA)."""
+
+  def test_resized_frames_close_to_atari_preprocessing(self):
+    import gymnasium as gym  # pylint: disable=import-outside-toplevel
+    gym.register_envs(ale_py)
+    ref = gym.wrappers.AtariPreprocessing(
+        gym.make("BreakoutNoFrameskip-v4", repeat_action_probability=0.0),
+        noop_max=0, frame_skip=4, screen_size=84, grayscale_obs=True)
+    want, _ = ref.reset(seed=0)
+    env = AtariEnv("BreakoutNoFrameskip-v4", 1, stack=1, noop_max=0,
+                   fire_reset=False)
+    got = env.reset().numpy()[0, :, :, 0]
+    rng = np.random.default_rng(1)
+    diffs = []
+    for _ in range(150):
+      diffs.append(np.abs(got.astype(int) - want.astype(int)))
+      action = int(rng.integers(env.num_actions))
+      want, _, terminated, truncated, _ = ref.step(action)
+      got = env.step([action])[0].numpy()[0, :, :, 0]
+      if terminated or truncated:
+        break
+    diffs = np.stack(diffs)
+    # Stated tolerance: every pixel within 1 grey level (rounding of the
+    # area average), and almost all exactly equal.
+    self.assertLessEqual(diffs.max(), 1)
+    self.assertLess(diffs.mean(), 0.01)
+
+
+class PreprocessingTest(tf.test.TestCase, parameterized.TestCase):
+
+  def test_shapes_dtypes_and_attributes(self):
+    env = AtariEnv("Pong", 3)
+    self.assertEqual(env.observation_shape, (84, 84, 4))
+    self.assertEqual(env.num_actions, 6)
+    obs = env.reset()
+    self.assertEqual(obs.dtype, tf.uint8)
+    self.assertEqual(obs.shape, (3, 84, 84, 4))
+    obs, reward, terminated, truncated = env.step([0, 1, 2])
+    self.assertEqual(obs.shape, (3, 84, 84, 4))
+    self.assertEqual((reward.dtype, terminated.dtype, truncated.dtype),
+                     (tf.float32, tf.bool, tf.bool))
+
+  @parameterized.parameters(
+      (dict(grayscale=False), (84, 84, 12)),
+      (dict(screen_size=None, stack=2), (210, 160, 2)),
+      (dict(screen_size=(64, 48), stack=1), (64, 48, 1)),
+  )
+  def test_observation_variants(self, kwargs, shape):
+    env = AtariEnv("Breakout", 2, **kwargs)
+    self.assertEqual(env.observation_shape, shape)
+    self.assertEqual(env.reset().shape, (2,) + shape)
+    self.assertEqual(env.step([1, 1])[0].shape, (2,) + shape)
+
+  def test_full_action_space(self):
+    self.assertEqual(AtariEnv("Pong", 1, full_action_space=True).num_actions, 18)
+
+  def test_frame_stack_shifts_oldest_first(self):
+    env = AtariEnv("Breakout", 1, noop_max=0)
+    first = env.reset().numpy()[0]
+    for k in range(1, 4):  # A new game repeats its first frame.
+      self.assertAllEqual(first[..., 0], first[..., k])
+    previous = first
+    for _ in range(5):
+      obs = env.step([3])[0].numpy()[0]
+      self.assertAllEqual(obs[..., :3], previous[..., 1:])
+      previous = obs
+
+  def test_gym_ids_set_the_protocol(self):
+    # v5 means sticky actions; with p=1 every action repeats the first NOOP,
+    # so the game plays as if only NOOP were pressed.
+    sticky = AtariEnv("ALE/Breakout-v5", 1, noop_max=0, fire_reset=False,
+                      repeat_action_probability=1.0)
+    still = AtariEnv("BreakoutNoFrameskip-v4", 1, noop_max=0, fire_reset=False)
+    sticky.reset()
+    still.reset()
+    for _ in range(40):
+      a = sticky.step([1])[0].numpy()  # FIRE, ignored.
+      b = still.step([0])[0].numpy()
+      self.assertAllEqual(a, b)
+
+  def test_truncation_at_frame_cap(self):
+    env = AtariEnv("Pong", 1, noop_max=0, fire_reset=False, max_episode_frames=200)
+    env.reset()
+    truncated_at = []
+    for t in range(120):
+      _, _, terminated, truncated, over = env.step_detailed([0])
+      self.assertFalse(bool(terminated[0]))
+      if truncated[0]:
+        self.assertTrue(bool(over[0]))
+        truncated_at.append(t)
+    # 200 frames at 4 frames per step: the 50th step of each episode.
+    self.assertEqual(truncated_at, [49, 99])
+
+  def test_episodic_life_marks_lost_lives(self):
+    env = AtariEnv("Breakout", 1, episodic_life=True, noop_max=0, seed=1)
+    env.reset()
+    rng = np.random.default_rng(0)
+    lives_lost = 0
+    for _ in range(3000):
+      _, _, terminated, _, over = env.step_detailed([int(rng.integers(4))])
+      if over[0]:
+        break
+      lives_lost += int(terminated[0])
+    self.assertTrue(bool(over[0]), "a random Breakout game ends within 3000 steps")
+    self.assertEqual(lives_lost, 4)  # 5 lives: 4 losses, then game over.
+
+  def test_noop_starts_are_seeded(self):
+    def first_frames(seed):
+      env = AtariEnv("SpaceInvaders", 4, noop_max=30, seed=seed)
+      return env.reset().numpy()
+    self.assertAllEqual(first_frames(5), first_frames(5))
+    self.assertNotAllEqual(first_frames(5), first_frames(6))
+
+
+class GraphAndSubsetTest(tf.test.TestCase):
+
+  def test_tf_function_matches_eager(self):
+    eager, graph = AtariEnv("Pong", 4, seed=2), AtariEnv("Pong", 4, seed=2)
+    eager.reset()
+    graph.reset()
+
+    @tf.function(input_signature=[tf.TensorSpec([4], tf.int32)])
+    def step(actions):
+      return graph.step(actions)
+
+    op_types = {op.type for op in step.get_concrete_function().graph.get_operations()}
+    self.assertContainsSubset({"AleStep", "AleObserve"}, op_types)
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+      actions = rng.integers(6, size=4).astype(np.int32)
+      for want, got in zip(eager.step(actions), step(tf.constant(actions))):
+        self.assertAllEqual(want, got)
+
+  def test_concurrent_groups_match_one_batch(self):
+    """Two threads stepping halves of one batch give the whole-batch results."""
+    whole, split = AtariEnv("Breakout", 4, seed=7), AtariEnv("Breakout", 4, seed=7)
+    whole.reset()
+    split.reset()
+    rng = np.random.default_rng(0)
+    actions = rng.integers(4, size=(50, 4)).astype(np.int32)
+    results = {}
+
+    @tf.function(input_signature=[tf.TensorSpec([2], tf.int32),
+                                  tf.TensorSpec([2], tf.int32)])
+    def step_group(actions, indices):
+      return split.step(actions, indices)
+
+    def run(group):
+      indices = np.array(group, np.int32)
+      results[tuple(group)] = [step_group(a[indices], indices)[0] for a in actions]
+
+    threads = [threading.Thread(target=run, args=(g,)) for g in ([0, 1], [2, 3])]
+    for t in threads:
+      t.start()
+    for t in threads:
+      t.join()
+    for t, a in enumerate(actions):
+      obs = whole.step(a)[0]
+      self.assertAllEqual(obs[:2], results[(0, 1)][t])
+      self.assertAllEqual(obs[2:], results[(2, 3)][t])
+
+  def test_without_auto_reset_a_finished_slot_needs_reset(self):
+    env = AtariEnv("Pong", 1, max_episode_frames=8, noop_max=0, fire_reset=False,
+                   auto_reset=False)
+    env.reset()
+    env.step([0])
+    _, _, _, truncated, over = env.step_detailed([0])
+    self.assertTrue(bool(truncated[0]) and bool(over[0]))
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "needs a reset"):
+      env.step([0])
+    env.reset([0])
+    env.step([0])  # Fine again.
+
+
+class BadInputTest(tf.test.TestCase):
+  """Bad input raises a TF error that says what is allowed; nothing crashes."""
+
+  def setUp(self):
+    super().setUp()
+    self.env = AtariEnv("Pong", 3)
+    self.env.reset()
+
+  def test_index_out_of_range(self):
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError,
+                                r"env index 5 .* out of range: allowed 0..2"):
+      self.env.step([0], indices=[5])
+
+  def test_negative_and_duplicate_indices(self):
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "out of range"):
+      self.env.observe([-1])
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "appears twice"):
+      self.env.step([0, 0], indices=[1, 1])
+
+  def test_action_outside_action_set(self):
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError,
+                                r"action 6 .* outside the action set: allowed 0..5"):
+      self.env.step([0, 6, 0])
+
+  def test_mismatched_actions(self):
+    with self.assertRaisesRegex((tf.errors.InvalidArgumentError, ValueError),
+                                "one action per index|Dimensions must be equal"):
+      self.env.step([0, 1])
+
+  def test_step_before_reset(self):
+    env = AtariEnv("Pong", 2)
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError,
+                                "slot 0 needs a reset"):
+      env.step([0, 0])
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError,
+                                "no observation yet"):
+      env.observe()
+
+  def test_unknown_game(self):
+    with self.assertRaisesRegex(tf.errors.NotFoundError,
+                                "no ROM for game 'pongg'.*available games: .*pong"):
+      AtariEnv("Pongg", 1)
+    with self.assertRaisesRegex(ValueError, "unknown game"):
+      AtariEnv("Pong!", 1)
+
+  def test_missing_rom(self):
+    empty = self.get_temp_dir()
+    with self.assertRaisesRegex(tf.errors.NotFoundError,
+                                "no ROM for game 'pong'.*available games: \\(none\\)"):
+      AtariEnv("Pong", 1, rom_directory=empty)
+    with self.assertRaisesRegex(tf.errors.NotFoundError, "does not exist"):
+      AtariEnv("Pong", 1, rom_directory=empty + "/nowhere")
+
+  def test_bad_constructor_arguments(self):
+    for kwargs in (dict(frame_skip=0), dict(stack=0), dict(noop_max=-1),
+                   dict(repeat_action_probability=1.5), dict(screen_size=(0, 84))):
+      with self.assertRaises(ValueError, msg=str(kwargs)):
+        AtariEnv("Pong", 1, **kwargs)
+    with self.assertRaises(ValueError):
+      AtariEnv("Pong", 0)
+
+  def test_closed_env_raises(self):
+    env = AtariEnv("Pong", 1)
+    handle = env._handle  # pylint: disable=protected-access
+    env.close()
+    with self.assertRaises(tf.errors.NotFoundError):
+      ale_ops.observe(handle, [0], height=84, width=84, channels=4)
+
+
+if __name__ == "__main__":
+  tf.test.main()
