@@ -1,0 +1,178 @@
+"""Whole GA3C runs: SavedModel export, checkpoint -> kill -> resume, CLI."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from tfrl.ga3c import GA3C, GA3CConfig
+
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
+
+_LOADER = r"""
+import json, sys
+import numpy as np
+import tensorflow as tf
+policy = tf.saved_model.load(sys.argv[1])
+out = policy.signatures["serving_default"](obs=tf.constant(np.load(sys.argv[2])))
+assert "tfrl" not in sys.modules
+print(json.dumps({k: np.asarray(v).tolist() for k, v in out.items()}))
+"""
+
+
+def _cartpole_config(logdir, **kwargs):
+  defaults = dict(game=None, env="CartPole-v1", agents=2, max_agents=2,
+                  logdir=logdir, checkpoint_every=0, stats_every=100,
+                  loss_reduction="mean", learning_rate=1e-3,
+                  rmsprop_epsilon=1e-5)
+  defaults.update(kwargs)
+  return GA3CConfig(**defaults)
+
+
+def _env(pythonpath=True):
+  env = dict(os.environ)
+  env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+  if pythonpath:
+    env["PYTHONPATH"] = _REPO
+  else:
+    env.pop("PYTHONPATH", None)
+  return env
+
+
+def _ckpt_counters(path):
+  reader = tf.train.load_checkpoint(path)
+  return {k: int(reader.get_tensor(f"counters/{k}/.ATTRIBUTES/VARIABLE_VALUE"))
+          for k in ("env_steps", "episodes", "train_steps")}
+
+
+class ExportTest(tf.test.TestCase):
+  test_session = None
+
+  def test_saved_model_loads_without_tfrl_and_matches_live_network(self):
+    logdir = self.get_temp_dir()
+    system = GA3C(_cartpole_config(logdir, max_frames=1500))
+    system.run()
+    export_dir = os.path.join(logdir, "saved_model")
+    self.assertTrue(os.path.isfile(os.path.join(export_dir, "saved_model.pb")))
+    obs = np.random.RandomState(0).randn(7, 4).astype(np.float32)
+    np.save(os.path.join(logdir, "obs.npy"), obs)
+    result = subprocess.run(
+        [sys.executable, "-c", _LOADER, export_dir,
+         os.path.join(logdir, "obs.npy")],
+        capture_output=True, text=True, env=_env(pythonpath=False),
+        cwd=logdir, timeout=120, check=False)
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    logits, value = system.network(obs)
+    self.assertAllClose(loaded["probs"], tf.nn.softmax(logits), atol=1e-5)
+    self.assertAllClose(loaded["value"], value, atol=1e-5)
+    self.assertAllEqual(loaded["action"], np.argmax(logits, axis=1))
+
+  def test_resume_in_process_restores_counters_and_weights(self):
+    logdir = self.get_temp_dir()
+    first = GA3C(_cartpole_config(logdir, max_frames=1000))
+    summary = first.run()
+    second = GA3C(_cartpole_config(logdir, max_frames=2000, resume=True))
+    self.assertEqual(second.restored_from, summary["checkpoint"])
+    self.assertEqual(second.frames, summary["frames"])
+    for a, b in zip(first.network.trainable_variables,
+                    second.network.trainable_variables):
+      self.assertAllClose(a, b)
+    summary2 = second.run()
+    self.assertGreaterEqual(summary2["frames"], 2000)
+    self.assertGreaterEqual(summary2["episodes"], summary["episodes"])
+    self.assertGreater(summary2["train_steps"], summary["train_steps"])
+
+
+class CommandLineTest(tf.test.TestCase):
+  test_session = None
+
+  def _start(self, logdir, log_name, *extra):
+    cmd = [sys.executable, "-m", "tfrl.ga3c", "--env=CartPole-v1",
+           f"--logdir={logdir}", "--agents=2", "--max_agents=2",
+           "--stats_every=1", "--loss_reduction=mean",
+           "--rmsprop_epsilon=1e-5", "--learning_rate=1e-3", *extra]
+    log = open(os.path.join(self.get_temp_dir(), log_name), "w")
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                            env=_env(), cwd=_REPO)
+
+  def _wait_for(self, predicate, timeout=90):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+      if predicate():
+        return True
+      time.sleep(0.2)
+    return False
+
+  def test_checkpoint_kill_resume_sigterm(self):
+    logdir = os.path.join(self.get_temp_dir(), "run")
+    os.makedirs(logdir)
+    ckpt_dir = os.path.join(logdir, "checkpoints")
+    # Run 1: periodic checkpoints, then killed hard.
+    proc = self._start(logdir, "run1.txt", "--checkpoint_every=1")
+    try:
+      self.assertTrue(self._wait_for(
+          lambda: tf.train.latest_checkpoint(ckpt_dir) is not None
+          and _ckpt_counters(tf.train.latest_checkpoint(ckpt_dir))[
+              "episodes"] > 0))
+    finally:
+      proc.kill()
+      proc.wait(30)
+    killed_at = _ckpt_counters(tf.train.latest_checkpoint(ckpt_dir))
+    self.assertTrue(os.path.isfile(os.path.join(logdir, "flags.txt")))
+    # Run 2: resumes, then SIGTERM: clean stop with a final checkpoint.
+    log_path = os.path.join(self.get_temp_dir(), "run2.txt")
+    proc = self._start(logdir, "run2.txt", "--resume", "--checkpoint_every=0")
+    try:
+      self.assertTrue(self._wait_for(
+          lambda: "NA 2" in open(log_path).read()))
+      proc.send_signal(signal.SIGTERM)
+      start = time.time()
+      returncode = proc.wait(30)
+      stop_seconds = time.time() - start
+    finally:
+      if proc.poll() is None:
+        proc.kill()
+    log = open(log_path).read()
+    self.assertEqual(returncode, 0, log[-3000:])
+    self.assertLess(stop_seconds, 20)
+    self.assertIn("Resumed from", log)
+    final = _ckpt_counters(tf.train.latest_checkpoint(ckpt_dir))
+    self.assertGreater(final["env_steps"], killed_at["env_steps"])
+    self.assertGreaterEqual(final["episodes"], killed_at["episodes"])
+    self.assertGreater(final["train_steps"], killed_at["train_steps"])
+    with open(os.path.join(logdir, "summary.json")) as f:
+      summary = json.load(f)
+    self.assertEqual(summary["frames"], final["env_steps"])
+    self.assertTrue(os.path.isfile(
+        os.path.join(logdir, "saved_model", "saved_model.pb")))
+
+  def test_helpfull_documents_flags_and_bad_flags_fail(self):
+    result = subprocess.run(
+        [sys.executable, "-m", "tfrl.ga3c", "--helpfull"], capture_output=True,
+        text=True, env=_env(), cwd=_REPO, timeout=120, check=False)
+    text = result.stdout + result.stderr
+    for flag in ("game", "logdir", "max_frames", "seed", "agents", "predictors",
+                 "trainers", "dynamic_adjustment", "prediction_batch_size",
+                 "training_min_batch_size", "t_max", "learning_rate",
+                 "entropy_beta", "log_epsilon", "checkpoint_every", "resume",
+                 "profile_steps"):
+      self.assertRegex(text, rf"--(\[no\])?{flag}:")
+    result = subprocess.run(
+        [sys.executable, "-m", "tfrl.ga3c", "--env=CartPole-v1",
+         "--profile_steps=7", f"--logdir={self.get_temp_dir()}"],
+        capture_output=True, text=True, env=_env(), cwd=_REPO, timeout=120,
+        check=False)
+    self.assertNotEqual(result.returncode, 0)
+    self.assertIn("profile_steps", result.stderr)
+    self.assertNotIn("Traceback", result.stderr)
+
+
+if __name__ == "__main__":
+  tf.test.main()
