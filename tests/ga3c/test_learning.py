@@ -1,0 +1,28 @@
+"""Learning test: the GA3C machinery with an MLP solves CartPole via GymEnv."""
+
+import tensorflow as tf
+
+from tfrl.ga3c import GA3C, GA3CConfig
+
+MAX_FRAMES = 250_000
+
+
+class CartPoleLearningTest(tf.test.TestCase):
+  test_session = None
+
+  def test_reaches_195_within_bounded_frames(self):
+    config = GA3CConfig(
+        game=None, env="CartPole-v1", seed=1, agents=8, max_agents=8,
+        predictors=1, trainers=1, t_max=5, learning_rate=3e-3,
+        loss_reduction="mean", rmsprop_epsilon=1e-5, entropy_beta=0.01,
+        hidden_sizes=(64, 64), score_window=20, target_score=195.0,
+        max_frames=MAX_FRAMES, logdir=self.get_temp_dir(),
+        checkpoint_every=0, stats_every=10)
+    summary = GA3C(config).run()
+    self.assertGreaterEqual(summary["rolling_score"], 195.0, summary)
+    self.assertEqual(summary["scores_seen"], 20)
+    self.assertLess(summary["frames"], MAX_FRAMES + 10_000)
+
+
+if __name__ == "__main__":
+  tf.test.main()
