@@ -1,0 +1,209 @@
+"""The TD3 training loop: a Python actor loop over a gymnasium env, training
+phases in one tf.function call, checkpoints, TensorBoard and export.
+
+    summary = train(TD3Config(env="Pendulum-v1"), plan, reward_config, logdir)
+
+Reward-aware pruning: each finished training episode's return goes to the
+`RewardAwareController`, which is consulted every `plan.default.frequency`
+training iterations between `begin_step` and `end_step` (see
+`tfrl/layers/gst.py` for the rule). The compression ratio is recorded after
+every training phase and averaged over all training iterations.
+On `resume`, the latest checkpoint (networks, optimizers, controller,
+compression tracker, counters) and the saved replay buffer are restored; the
+environment starts a new episode.
+"""
+
+import json
+import os
+import time
+from typing import Optional
+
+from absl import logging
+import gymnasium as gym
+import numpy as np
+import tensorflow as tf
+
+from tfrl import export as export_lib
+from tfrl import layers as tl
+from tfrl.layers import gst
+from tfrl.layers import spec as spec_lib
+from tfrl.td3 import config as config_lib
+from tfrl.td3 import learner as learner_lib
+from tfrl.td3 import networks
+from tfrl.td3 import replay as replay_lib
+
+
+def make_env(env_id: str):
+  try:
+    env = gym.make(env_id)
+  except gym.error.DependencyNotInstalled as e:
+    raise ImportError(f"{env_id} needs an optional dependency ({e}); for MuJoCo tasks "
+                      "install `mujoco` (pip install 'tfrl[mujoco]').") from e
+  if not isinstance(env.action_space, gym.spaces.Box):
+    raise ValueError(f"TD3 needs a continuous (Box) action space; {env_id} has "
+                     f"{env.action_space}.")
+  return env
+
+
+def evaluate(act, env, episodes: int, seed: int) -> float:
+  """Mean return of the deterministic policy over `episodes` episodes."""
+  returns = []
+  for e in range(episodes):
+    obs, _ = env.reset(seed=seed + e)
+    done, total = False, 0.0
+    while not done:
+      action = act(obs[None].astype(np.float32))[0].numpy()
+      obs, reward, terminated, truncated, _ = env.step(action)
+      total += float(reward)
+      done = terminated or truncated
+    returns.append(total)
+  return float(np.mean(returns))
+
+
+def _dir_bytes(path):
+  return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+
+
+def export_policies(learner: learner_lib.TD3Learner, plan, export_dir: str) -> dict:
+  """Writes `export_dir/policy` (live actor) and `export_dir/policy_compressed`
+  (a packed copy: circulant vectors, bitmask + non-zeros). Returns sizes."""
+  spec = tf.TensorSpec([None, learner.obs_dim], tf.float32)
+  live_dir = export_lib.export_policy(networks.DeterministicPolicy(learner.actor), spec,
+                                      os.path.join(export_dir, "policy"))
+  low = learner._low.numpy()
+  high = learner._high.numpy()
+  copy = networks.Actor(low, high, learner.config.hidden_sizes, plan, name="actor")
+  copy(tf.zeros([1, learner.obs_dim]))
+  tl.copy_variables(learner.actor, copy)
+  tl.pack(copy)
+  packed_dir = export_lib.export_policy(networks.DeterministicPolicy(copy), spec,
+                                        os.path.join(export_dir, "policy_compressed"))
+  return {"policy_bytes": _dir_bytes(os.path.join(live_dir, "variables")),
+          "policy_compressed_bytes": _dir_bytes(os.path.join(packed_dir, "variables"))}
+
+
+def train(config: config_lib.TD3Config, plan=None,
+          reward_config: Optional[gst.RewardAwareConfig] = None, logdir: str = "/tmp/tfrl_td3",
+          resume: bool = False, export: bool = True) -> dict:
+  """Trains TD3; returns (and writes to `logdir/summary.json`) a summary dict."""
+  plan = spec_lib.as_plan(plan)
+  os.makedirs(logdir, exist_ok=True)
+  np.random.seed(config.seed)
+  tf.random.set_seed(config.seed)
+  env = make_env(config.env)
+  eval_env = make_env(config.env)
+  obs_dim = int(np.prod(env.observation_space.shape))
+  low, high = env.action_space.low, env.action_space.high
+  learner = learner_lib.TD3Learner(config, obs_dim, low, high, plan)
+  replay = replay_lib.ReplayBuffer(obs_dim, learner.action_dim, config.replay_size, config.seed)
+  uses_controller = bool(gst.reward_aware_layers(learner.networks))
+  controller = gst.RewardAwareController(reward_config or gst.RewardAwareConfig())
+  if uses_controller:
+    controller.update(learner.networks)  # writes the initial sparsity into the layers.
+  tracker = tl.CompressionTracker()
+  env_steps = tf.Variable(0, dtype=tf.int64, trainable=False)
+  episodes = tf.Variable(0, dtype=tf.int64, trainable=False)
+  checkpoint = tf.train.Checkpoint(learner=learner, controller=controller, tracker=tracker,
+                                   env_steps=env_steps, episodes=episodes)
+  manager = tf.train.CheckpointManager(checkpoint, os.path.join(logdir, "checkpoints"), 2)
+  replay_path = os.path.join(logdir, "checkpoints", "replay.npz")
+  if resume and manager.latest_checkpoint:
+    checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+    if os.path.exists(replay_path):
+      replay.load(replay_path)
+    logging.info("Resumed from %s at step %d.", manager.latest_checkpoint, int(env_steps))
+  writer = tf.summary.create_file_writer(logdir)
+  rng = np.random.default_rng(config.seed + int(env_steps))
+  spec = plan.default
+  freq = spec.frequency
+  scale = (high - low) / 2.0
+
+  def save_checkpoint():
+    manager.save(checkpoint_number=int(env_steps))
+    replay.save(replay_path)
+
+  obs, _ = env.reset(seed=config.seed + int(episodes))
+  episode_return, recent = 0.0, []
+  metrics = {}
+  eval_return = None
+  t0, steps0 = time.time(), int(env_steps)
+  start = time.time()
+  with writer.as_default():
+    t = int(env_steps)
+    while t < config.total_steps:
+      if t < config.start_steps:
+        action = env.action_space.sample()
+      else:
+        action = learner.act(obs[None].astype(np.float32))[0].numpy()
+        action = np.clip(action + rng.normal(size=action.shape) * config.exploration_noise
+                         * scale, low, high)
+      next_obs, reward, terminated, truncated, _ = env.step(action)
+      replay.add(obs, action, reward, next_obs, terminated)
+      episode_return += float(reward)
+      obs = next_obs
+      t = int(env_steps.assign_add(1))
+      if terminated or truncated:
+        episodes.assign_add(1)
+        recent = (recent + [episode_return])[-10:]
+        controller.record_return(episode_return)
+        tf.summary.scalar("train/episode_return", episode_return, step=t)
+        obs, _ = env.reset(seed=config.seed + int(episodes))
+        episode_return = 0.0
+      if t >= config.start_steps and t % config.update_every == 0:
+        before = int(learner.num_updates)
+        metrics = learner.update(*replay.sample(config.update_every, config.batch_size))
+        after = int(learner.num_updates)
+        if uses_controller and after // freq > before // freq:
+          it = after // freq * freq
+          if spec.begin_step <= it <= spec.end_step:
+            decision = controller.update(learner.networks)
+            tf.summary.scalar("gst/target_sparsity", controller.sparsity, step=t)
+            logging.info("step %d: reward-aware %s -> sparsity %.3f", t, decision,
+                         float(controller.sparsity))
+        tracker.record(after, learner.networks)
+      if t % config.log_every == 0:
+        report = tl.compression_report(learner.networks)
+        sps = (t - steps0) / max(time.time() - t0, 1e-6)
+        t0, steps0 = time.time(), t
+        tf.summary.scalar("compression/ratio", report["total"]["compression_ratio"], step=t)
+        tf.summary.scalar("compression/average_ratio", tracker.average(), step=t)
+        tf.summary.scalar("compression/stored_params", report["total"]["stored_params"], step=t)
+        tf.summary.scalar("compression/bytes", report["total"]["bytes"], step=t)
+        for name, stats in report["layers"].items():
+          tf.summary.scalar(f"compression_layers/{name}", stats["compression_ratio"], step=t)
+        for key, value in metrics.items():
+          tf.summary.scalar(f"train/{key}", value, step=t)
+        tf.summary.scalar("perf/steps_per_sec", sps, step=t)
+        logging.info("step %d: return(last10) %.1f ratio %.3f avg %.3f %.0f steps/s", t,
+                     np.mean(recent) if recent else float("nan"),
+                     report["total"]["compression_ratio"], tracker.average(), sps)
+      if config.eval_every and t % config.eval_every == 0:
+        eval_return = evaluate(learner.act, eval_env, config.eval_episodes, 10_000 + t)
+        tf.summary.scalar("eval/return", eval_return, step=t)
+      if t % config.checkpoint_every == 0:
+        save_checkpoint()
+    if eval_return is None or not config.eval_every or t % config.eval_every:
+      eval_return = evaluate(learner.act, eval_env, config.eval_episodes, 10_000 + t)
+      tf.summary.scalar("eval/return", eval_return, step=t)
+  save_checkpoint()
+  writer.flush()
+  report = tl.compression_report(learner.networks)
+  summary = {
+      "env": config.env, "env_steps": t, "training_iterations": int(learner.num_updates),
+      "eval_return": eval_return,
+      "train_return_last10": float(np.mean(recent)) if recent else None,
+      "final_compression_ratio": report["total"]["compression_ratio"],
+      "average_compression_ratio": tracker.average(),
+      "dense_params": report["total"]["dense_params"],
+      "stored_params": report["total"]["stored_params"],
+      "stored_bytes": report["total"]["bytes"],
+      "layers": report["layers"],
+      "wall_seconds": time.time() - start,
+  }
+  if export:
+    summary.update(export_policies(learner, plan, logdir))
+  with open(os.path.join(logdir, "summary.json"), "w") as f:
+    json.dump(summary, f, indent=1)
+  env.close()
+  eval_env.close()
+  return summary
