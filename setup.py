@@ -202,10 +202,25 @@ class ConfigureBazel(setuptools.Command):
                "ale": build_ale()}
     for name, target in targets.items():
       link = os.path.join(local, name)
+      if os.path.islink(link) and os.readlink(link) == target:
+        continue  # Unchanged: keep Bazel's cache valid.
       if os.path.islink(link):
         os.remove(link)
       os.symlink(target, link)
       log(f"third_party_local/{name} -> {target}")
+    # TensorFlow's own flags, less the include path (the repository has it).
+    compile_flags, link_flags = tensorflow_flags()
+    copts = [f for f in compile_flags if not f.startswith("-I")]
+    config = os.path.join(local, "config")
+    os.makedirs(config, exist_ok=True)
+    if not os.path.exists(os.path.join(config, "BUILD")):
+      open(os.path.join(config, "BUILD"), "w").close()
+    text = ("# Written by `python setup.py configure_bazel` from tf.sysconfig.\n"
+            f"TF_COPTS = {copts!r}\nTF_LINKOPTS = {link_flags!r}\n")
+    path = os.path.join(config, "tf_flags.bzl")
+    if not os.path.exists(path) or open(path).read() != text:
+      with open(path, "w") as f:
+        f.write(text)
 
 
 def extensions():

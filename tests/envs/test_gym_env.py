@@ -1,0 +1,66 @@
+"""GymEnv: any gymnasium env behind the batched interface."""
+
+import numpy as np
+import tensorflow as tf
+
+from tfrl.envs import GymEnv
+
+
+class GymEnvTest(tf.test.TestCase):
+
+  def test_discrete_env_steps_and_auto_resets(self):
+    env = GymEnv("CartPole-v1", 3, seed=1)
+    self.assertEqual((env.num_actions, env.observation_shape), (2, (4,)))
+    obs = env.reset()
+    self.assertEqual(obs.shape, (3, 4))
+    episodes = 0
+    for _ in range(200):  # Always pushing left ends episodes fast.
+      obs, reward, terminated, truncated = env.step([0, 0, 0])
+      self.assertAllEqual(reward, [1.0, 1.0, 1.0])
+      episodes += int(tf.reduce_sum(tf.cast(terminated | truncated, tf.int32)))
+    self.assertGreater(episodes, 3)
+    # Auto-reset: observations stay inside the (reset) state space.
+    self.assertLess(float(tf.reduce_max(tf.abs(obs[:, 2]))), 0.25)
+
+  def test_seeded_and_deterministic(self):
+    a, b = GymEnv("CartPole-v1", 2, seed=4), GymEnv("CartPole-v1", 2, seed=4)
+    self.assertAllEqual(a.reset(), b.reset())
+    for _ in range(20):
+      self.assertAllEqual(a.step([1, 0])[0], b.step([1, 0])[0])
+
+  def test_inside_tf_function_with_subsets(self):
+    env = GymEnv("CartPole-v1", 4)
+    env.reset()
+
+    @tf.function(input_signature=[tf.TensorSpec([2], tf.int32),
+                                  tf.TensorSpec([2], tf.int32)])
+    def step(actions, indices):
+      return env.step(actions, indices)
+
+    obs, reward, _, _ = step(tf.constant([0, 1]), tf.constant([3, 1]))
+    self.assertEqual(obs.shape, (2, 4))
+    self.assertAllEqual(reward, [1.0, 1.0])
+
+  def test_continuous_actions(self):
+    env = GymEnv("Pendulum-v1", 2)
+    self.assertIsNone(env.num_actions)
+    self.assertEqual((env.action_shape, env.action_dtype), ((1,), tf.float32))
+    env.reset()
+    _, reward, _, _ = env.step(np.zeros((2, 1), np.float32))
+    self.assertEqual(reward.shape, (2,))
+
+  def test_bad_input(self):
+    env = GymEnv("CartPole-v1", 2)
+    env.reset()
+    with self.assertRaisesRegex(Exception, r"action 7 .* outside the action set 0..1"):
+      env.step([7, 0])
+    with self.assertRaisesRegex(Exception, r"env index 2 is out of range: allowed 0..1"):
+      env.step([0], indices=[2])
+    with self.assertRaisesRegex(ValueError, "num_envs"):
+      GymEnv("CartPole-v1", 0)
+    with self.assertRaisesRegex(ValueError, "Unknown or unusable gymnasium env"):
+      GymEnv("NoSuchEnv-v0", 1)
+
+
+if __name__ == "__main__":
+  tf.test.main()
