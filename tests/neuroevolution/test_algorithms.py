@@ -1,0 +1,164 @@
+"""GA, ES and random search on CartPole (GymEnv), the evaluator, checkpoints."""
+
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from tfrl.envs import GymEnv
+from tfrl.neuroevolution import checkpoint
+from tfrl.neuroevolution import es
+from tfrl.neuroevolution import evaluation
+from tfrl.neuroevolution import ga
+from tfrl.neuroevolution import noise as noise_lib
+from tfrl.neuroevolution import population_net as pn
+from tfrl.neuroevolution import runner
+
+
+def _setup(capacity, hidden=(8,), num_envs=16, groups=2, cap=None, seed=0):
+  env = GymEnv("CartPole-v1", num_envs, seed=seed)
+  layout = pn.ParamLayout(pn.NetworkConfig(arch="mlp", hidden=hidden),
+                          env.observation_shape, env.num_actions)
+  net = pn.PopulationNetwork(layout, capacity)
+  evaluator = evaluation.PipelinedEvaluator(env, net, num_groups=groups,
+                                            episode_frame_cap=cap)
+  table = noise_lib.NoiseTable(seed, 100_000)
+  spec = tf.TensorSpec([None, 4], tf.float32)
+  return env, layout, net, evaluator, table, spec
+
+
+class EvaluatorTest(tf.test.TestCase):
+
+  test_session = None  # tf.test.TestCase's deprecated helper, not a test.
+
+  def test_every_job_is_played_once(self):
+    for groups in (1, 3):
+      env, layout, net, evaluator, table, _ = _setup(8, num_envs=6, groups=groups)
+      flat = np.random.default_rng(0).standard_normal((5, layout.dim)).astype(np.float32)
+      net.load(flat * layout.init_scale)
+      res = evaluator.evaluate(5, 3)
+      self.assertEqual(res.returns.shape, (5, 3))
+      self.assertTrue(np.all(res.lengths >= 8))   # CartPole lasts >= 8 steps
+      self.assertAllEqual(res.returns, res.lengths)  # reward 1 per step
+      self.assertEqual(res.frames, int(res.lengths.sum()))
+      env.close()
+
+  def test_episode_frame_cap(self):
+    env, layout, net, evaluator, _, _ = _setup(4, num_envs=4, cap=12)
+    # A good linear controller (push toward the pole's lean) survives > 12 steps.
+    flat = np.zeros((2, layout.dim), np.float32)
+    net2 = pn.PopulationNetwork(pn.ParamLayout(pn.NetworkConfig(arch="mlp", hidden=()),
+                                               (4,), 2), 4)
+    w = np.zeros((2, 10), np.float32)
+    w[:, 5] = 1.0   # logit of action 1 grows with the pole angle (obs[2])...
+    w[:, 4] = -1.0  # ...and of action 0 falls with it.
+    w[:, 7] = 1.0
+    w[:, 6] = -1.0
+    net2.load(w)
+    capped = evaluation.PipelinedEvaluator(env, net2, num_groups=2, episode_frame_cap=12)
+    res = capped.evaluate(2, 4)
+    self.assertAllEqual(res.lengths, np.full((2, 4), 12))
+    env.close()
+
+  def test_wrong_group_count_rejected(self):
+    env, _, net, _, _, _ = _setup(2, num_envs=2)
+    with self.assertRaises(ValueError):
+      evaluation.PipelinedEvaluator(env, net, num_groups=3)
+    env.close()
+
+
+class AlgorithmTest(tf.test.TestCase):
+
+  test_session = None  # tf.test.TestCase's deprecated helper, not a test.
+
+  def test_ga_solves_cartpole(self):
+    env, layout, net, evaluator, table, spec = _setup(32)
+    config = ga.GAConfig(population=32, truncation=8, mutation_power=0.1,
+                         elite_candidates=4, elite_episodes=5, seed=1)
+    algo = ga.GeneticAlgorithm(config, layout, table, net, evaluator)
+    history = runner.run(algo, runner.RunConfig(
+        logdir=self.get_temp_dir() + "/ga", generations=15, export=False,
+        target_score=475.0), spec, print_fn=lambda s: None)
+    self.assertGreaterEqual(history[-1]["elite"], 475.0)
+    # Elitism: the elite is carried over unchanged.
+    self.assertEqual(algo.population[0], algo.elite)
+    self.assertTrue(all(len(g.mutations) >= 1 for g in algo.population[1:]))
+    env.close()
+
+  def test_es_solves_cartpole(self):
+    env, layout, net, evaluator, table, spec = _setup(32, hidden=())
+    config = es.ESConfig(population=32, sigma=0.05, learning_rate=0.1, l2=0.005,
+                         center_episodes=5, seed=2)
+    algo = es.EvolutionStrategy(config, layout, table, net, evaluator)
+    history = runner.run(algo, runner.RunConfig(
+        logdir=self.get_temp_dir() + "/es", generations=30, export=False,
+        target_score=195.0), spec, print_fn=lambda s: None)
+    self.assertGreaterEqual(history[-1]["elite"], 195.0)  # CartPole "solved" (v0)
+    self.assertGreater(history[-1]["mean"], history[0]["mean"])
+    env.close()
+
+  def test_random_search_draws_fresh_populations(self):
+    env, layout, net, evaluator, table, spec = _setup(16)
+    config = ga.GAConfig(population=16, truncation=1, elite_candidates=3,
+                         elite_episodes=2, random_search=True, seed=3)
+    algo = ga.GeneticAlgorithm(config, layout, table, net, evaluator)
+    self.assertEqual(algo.name, "random_search")
+    first = None
+    for _ in range(2):
+      algo.step()
+      self.assertTrue(all(not g.mutations for g in algo.population))
+      first = first or list(algo.population)
+    self.assertNotEqual(first, algo.population)
+    self.assertIsNotNone(algo.elite)
+    env.close()
+
+  def test_ga_checkpoint_resume(self):
+    logdir = self.get_temp_dir() + "/ga_resume"
+    env, layout, net, evaluator, table, spec = _setup(8)
+    config = ga.GAConfig(population=8, truncation=3, mutation_power=0.1,
+                         elite_candidates=2, elite_episodes=2, seed=4)
+    algo = ga.GeneticAlgorithm(config, layout, table, net, evaluator)
+    runner.run(algo, runner.RunConfig(logdir=logdir, generations=2, export=False),
+               spec, print_fn=lambda s: None)
+    saved_population, saved_elite = list(algo.population), algo.elite
+    self.assertTrue(checkpoint.exists(logdir))
+
+    fresh = ga.GeneticAlgorithm(config, layout, table, net, evaluator)
+    lines = []
+    history = runner.run(fresh, runner.RunConfig(logdir=logdir, generations=3,
+                                                 resume=True, export=False),
+                         spec, print_fn=lines.append)
+    self.assertIn("resumed", lines[0])
+    self.assertEqual(len(history), 1)
+    self.assertEqual(history[0]["generation"], 3)
+    # Children of generation 3 descend from the restored population.
+    self.assertGreater(fresh.frames, algo.frames)
+    state, _ = checkpoint.load(logdir)
+    self.assertEqual(state["generation"], 3)
+    restored = ga.GeneticAlgorithm(config, layout, table, net, evaluator)
+    restored.restore(*checkpoint.load(logdir))
+    self.assertEqual(restored.population, fresh.population)
+    # The first checkpoint's population was what generation 3 evaluated.
+    self.assertIn(fresh.elite, saved_population + [saved_elite] + fresh.population)
+    env.close()
+
+  def test_es_checkpoint_resume(self):
+    logdir = self.get_temp_dir() + "/es_resume"
+    env, layout, net, evaluator, table, spec = _setup(8, hidden=())
+    config = es.ESConfig(population=8, sigma=0.05, learning_rate=0.1, center_episodes=1)
+    algo = es.EvolutionStrategy(config, layout, table, net, evaluator)
+    runner.run(algo, runner.RunConfig(logdir=logdir, generations=2, export=False),
+               spec, print_fn=lambda s: None)
+    fresh = es.EvolutionStrategy(config, layout, table, net, evaluator)
+    fresh.restore(*checkpoint.load(logdir))
+    self.assertAllEqual(fresh.theta, algo.theta)
+    self.assertAllEqual(fresh.adam.m, algo.adam.m)
+    self.assertEqual((fresh.generation, fresh.adam.t), (2, 2))
+    with self.assertRaises(ValueError):
+      ga.GeneticAlgorithm(ga.GAConfig(population=8, truncation=2), layout, table, net,
+                          evaluator).restore(*checkpoint.load(logdir))
+    env.close()
+
+
+if __name__ == "__main__":
+  tf.test.main()

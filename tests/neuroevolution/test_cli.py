@@ -1,0 +1,87 @@
+"""End to end: the entry points on CartPole, --resume, and the elite SavedModel
+played by `python -m tfrl.evaluate` and loaded by stock TensorFlow."""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import tensorflow as tf
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_COMMON = ["--env=CartPole-v1", "--num_envs=8", "--hidden=8", "--noise_table_size=100000",
+           "--episodes_per_eval=1"]
+
+
+def _run(args, cwd=None, with_tfrl=True):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+  env.pop("PYTHONPATH", None)
+  if with_tfrl:
+    env["PYTHONPATH"] = _ROOT
+  out = subprocess.run([sys.executable] + args, env=env, cwd=cwd or _ROOT,
+                       capture_output=True, text=True, timeout=180)
+  if out.returncode != 0:
+    raise AssertionError(f"{args} failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
+  return out.stdout
+
+
+class CliTest(tf.test.TestCase):
+
+  test_session = None  # tf.test.TestCase's deprecated helper, not a test.
+
+  def test_ga_run_resume_export_and_evaluate(self):
+    logdir = os.path.join(self.get_temp_dir(), "ga")
+    out = _run(["-m", "tfrl.ga", *_COMMON, "--population=8", "--generations=2",
+                "--truncation=3", "--mutation_power=0.1", "--elite_candidates=2",
+                "--elite_episodes=2", f"--logdir={logdir}"])
+    self.assertIn("[ga] gen    2", out)
+    self.assertIn("op compiled", out)
+    for name in ("checkpoint.json", "flags.txt", "elite/saved_model.pb"):
+      self.assertTrue(os.path.exists(os.path.join(logdir, name)), name)
+    self.assertTrue(glob.glob(os.path.join(logdir, "events.out.tfevents.*")))
+    out = _run(["-m", "tfrl.ga", f"--flagfile={logdir}/flags.txt", "--resume",
+                "--generations=3", "--noexport"])
+    self.assertIn("resumed", out)
+    self.assertIn("[ga] gen    3", out)
+    self.assertNotIn("[ga] gen    1 ", out)
+
+    report = os.path.join(self.get_temp_dir(), "eval.json")
+    out = _run(["-m", "tfrl.evaluate", f"--policy={logdir}/elite", "--env=CartPole-v1",
+                "--episodes=3", f"--output={report}"])
+    with open(report) as f:
+      self.assertEqual(json.load(f)["episodes"], 3)
+
+    # Stock TensorFlow, without tfrl importable, runs the elite.
+    script = ("import sys, numpy as np, tensorflow as tf\n"
+              "assert 'tfrl' not in sys.modules\n"
+              f"p = tf.saved_model.load({os.path.join(logdir, 'elite')!r})\n"
+              "out = p.signatures['serving_default'](obs=tf.zeros([2, 4]))\n"
+              "print(sorted(out), out['action'].numpy().tolist())\n")
+    out = _run(["-c", script], cwd=self.get_temp_dir(), with_tfrl=False)
+    self.assertIn("['action', 'probs']", out)
+
+  def test_es_and_random_search_entry_points(self):
+    logdir = os.path.join(self.get_temp_dir(), "es")
+    out = _run(["-m", "tfrl.es", *_COMMON, "--population=8", "--generations=1",
+                "--center_episodes=1", f"--logdir={logdir}", "--noexport"])
+    self.assertIn("[es] gen    1", out)
+    self.assertTrue(os.path.exists(os.path.join(logdir, "checkpoint_arrays.npz")))
+    logdir = os.path.join(self.get_temp_dir(), "rs")
+    out = _run(["-m", "tfrl.random_search", *_COMMON, "--population=8", "--generations=1",
+                "--elite_candidates=2", "--elite_episodes=1", f"--logdir={logdir}",
+                "--dense_layer=circulant", "--circulant_block_size=4", "--noexport"])
+    self.assertIn("[random_search] gen    1", out)
+    self.assertIn("torso/dense_0:circulant", out)
+
+  def test_bad_flags_fail_cleanly(self):
+    env = dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL="3")
+    out = subprocess.run([sys.executable, "-m", "tfrl.es", "--env=CartPole-v1",
+                          "--population=7", "--generations=1"],
+                         env=env, cwd=_ROOT, capture_output=True, text=True, timeout=120)
+    self.assertNotEqual(out.returncode, 0)
+    self.assertIn("even", out.stderr + out.stdout)
+
+
+if __name__ == "__main__":
+  tf.test.main()

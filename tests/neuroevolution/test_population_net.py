@@ -1,0 +1,117 @@
+"""Population networks: layouts, op vs reference vs plain per-network forward."""
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+
+from tfrl.layers import circulant
+from tfrl.layers import spec as spec_lib
+from tfrl.neuroevolution import population_net as pn
+from tfrl.ops import population as pop_ops
+
+
+def _flat(layout, count, seed=0):
+  rng = np.random.default_rng(seed)
+  flat = rng.standard_normal((count, layout.dim)).astype(np.float32)
+  return flat * layout.init_scale + 0.01 * rng.standard_normal((count, layout.dim)).astype(np.float32)
+
+
+class PopulationNetTest(tf.test.TestCase, parameterized.TestCase):
+
+  test_session = None  # tf.test.TestCase's deprecated helper, not a test.
+
+  def test_op_is_built(self):
+    pop_ops.load_library()  # fails loudly when the library is missing.
+
+  def test_large_net_size(self):
+    layout = pn.ParamLayout(pn.NetworkConfig(arch="large"), (84, 84, 4), 18)
+    # Nature DQN: 8192+32 + 32768+64 + 36864+64 + 3136*512+512 + 512*18+18.
+    self.assertEqual(layout.dim, 8224 + 32832 + 36928 + 1606144 + 9234)
+    self.assertEqual([l.name for l in layout.layers],
+                     ["torso/conv_0", "torso/conv_1", "torso/conv_2", "torso/dense_0",
+                      "policy"])
+
+  def test_circulant_and_pruned_shrink_the_genome(self):
+    dense = pn.ParamLayout(pn.NetworkConfig(arch="large"), (84, 84, 4), 6)
+    plan = spec_lib.LayerPlan.parse(
+        "torso/dense_0=circulant:block_size=16;policy=pruned:target_sparsity=0.5")
+    small = pn.ParamLayout(pn.NetworkConfig(arch="large", layer_plan=plan), (84, 84, 4), 6)
+    kinds = {l.name: l.kind for l in small.layers}
+    self.assertEqual(kinds["torso/dense_0"], "circulant")
+    self.assertEqual(kinds["policy"], "pruned")
+    self.assertEqual(kinds["torso/conv_0"], "dense")
+    self.assertEqual(dense.dim - small.dim, 3136 * 512 * 15 // 16 + 512 * 6 // 2)
+    expanded = small.expand(_flat(small, 2))
+    self.assertEqual(expanded[3][0].shape, (2, 3136, 512))
+    self.assertEqual(int(np.sum(expanded[4][0][0] != 0)), 512 * 6 // 2)
+
+  def test_circulant_expansion_matches_layers_module(self):
+    plan = spec_lib.LayerSpec(kind="circulant", block_size=4)
+    layout = pn.ParamLayout(pn.NetworkConfig(arch="mlp", hidden=(10,), layer_plan=plan),
+                            (7,), 3)
+    flat = _flat(layout, 1, seed=3)
+    kernel, _ = layout.layers[0].expand(flat)
+    layer = circulant.BlockCirculantDense(10, 4, with_bias=False)
+    x = tf.random.normal([5, 7], seed=1)
+    layer(x)
+    l0 = layout.layers[0]
+    layer.vectors.assign(flat[0, l0.kernel_offset:l0.kernel_offset + l0.kernel_size]
+                         .reshape(layer.vectors.shape))
+    self.assertAllClose(layer(x), x @ kernel[0], atol=1e-5)
+    self.assertAllClose(layer.to_dense(), kernel[0], atol=1e-6)
+
+  @parameterized.named_parameters(
+      ("mlp", "mlp", (8,), 4, None),
+      ("small", "small", (84, 84, 4), 6, None),
+      ("large", "large", (84, 84, 4), 5, None),
+      ("small_gst", "small", (84, 84, 4), 6,
+       spec_lib.LayerSpec(kind="gst", block_size=8, target_sparsity=0.8)),
+  )
+  def test_forward_op_reference_and_plain_agree(self, arch, obs_shape, actions, plan):
+    layout = pn.ParamLayout(pn.NetworkConfig(arch=arch, layer_plan=plan), obs_shape, actions)
+    nets = 3
+    flat = _flat(layout, nets, seed=1)
+    op_net = pn.PopulationNetwork(layout, capacity=4)
+    ref_layout = pn.ParamLayout(pn.NetworkConfig(arch=arch, layer_plan=plan,
+                                                 use_op=False), obs_shape, actions)
+    ref_net = pn.PopulationNetwork(ref_layout, capacity=4)
+    self.assertTrue(op_net.use_op)
+    self.assertFalse(ref_net.use_op)
+    op_net.load(flat)
+    ref_net.load(flat)
+    rng = np.random.default_rng(2)
+    batch = 7
+    if len(obs_shape) == 3:
+      obs = rng.integers(0, 256, (batch,) + obs_shape).astype(np.uint8)
+    else:
+      obs = rng.standard_normal((batch,) + obs_shape).astype(np.float32)
+    index = np.array([0, 2, 2, 1, 0, 0, 1], np.int32)
+    active = np.array([1, 1, 0, 1, 1, 0, 1], bool)
+    got = op_net(obs, index, active).numpy()
+    ref = ref_net(obs, index, active).numpy()
+    self.assertAllClose(got[active], ref[active], rtol=1e-4, atol=1e-4)
+    for b in np.flatnonzero(active):
+      plain = pn.SingleNetwork(layout, flat[index[b]]).logits(obs[b:b + 1]).numpy()
+      self.assertAllClose(got[b], plain[0], rtol=1e-4, atol=1e-4)
+    acts = op_net.act(obs, index, active).numpy()
+    self.assertAllEqual(acts[active], got[active].argmax(-1))
+
+  def test_load_beyond_capacity_rejected(self):
+    layout = pn.ParamLayout(pn.NetworkConfig(arch="mlp"), (4,), 2)
+    net = pn.PopulationNetwork(layout, capacity=2)
+    with self.assertRaises(ValueError):
+      net.load(np.zeros((3, layout.dim), np.float32))
+    with self.assertRaises(ValueError):
+      net.load(np.zeros((2, layout.dim + 1), np.float32))
+
+  def test_bad_configs_rejected(self):
+    with self.assertRaises(ValueError):
+      pn.NetworkConfig(arch="huge")
+    with self.assertRaises(ValueError):
+      pn.ParamLayout(pn.NetworkConfig(arch="large"), (4,), 2)
+    with self.assertRaises(ValueError):
+      pn.ParamLayout(pn.NetworkConfig(arch="mlp"), (84, 84, 4), 2)
+
+
+if __name__ == "__main__":
+  tf.test.main()
