@@ -1,0 +1,44 @@
+"""--profile_steps records a TensorBoard profiler trace of the op pipeline."""
+
+import glob
+import gzip
+import os
+import threading
+import time
+
+import tensorflow as tf
+
+from tfrl.ga3c import GA3C, GA3CConfig
+
+
+class ProfileTest(tf.test.TestCase):
+  test_session = None
+
+  def test_trace_names_the_ale_step_op_and_queue_ops(self):
+    logdir = self.get_temp_dir()
+    config = GA3CConfig(
+        game="PongNoFrameskip-v4", agents=2, max_agents=2, envs_per_agent=2,
+        prediction_batch_size=4, t_max=5, logdir=logdir, checkpoint_every=0,
+        stats_every=100, profile_steps=(1, 4), max_seconds=120)
+    system = GA3C(config)
+    runner = threading.Thread(target=system.run, daemon=True)
+    runner.start()
+    deadline = time.time() + 120
+    while not system._profile_done and time.time() < deadline:  # pylint: disable=protected-access
+      time.sleep(0.2)
+    system.stop()
+    runner.join(60)
+    self.assertFalse(runner.is_alive())
+    traces = glob.glob(os.path.join(logdir, "profile", "plugins", "profile",
+                                    "*", "*.xplane.pb"))
+    self.assertNotEmpty(traces, "no .xplane.pb trace written")
+    data = b"".join(open(p, "rb").read() for p in traces)
+    if data[:2] == b"\x1f\x8b":
+      data = gzip.decompress(data)
+    for name in (b"AleStep", b"AleObserve", b"QueueEnqueueManyV2",
+                 b"QueueDequeueManyV2"):
+      self.assertIn(name, data, f"{name!r} missing from the trace")
+
+
+if __name__ == "__main__":
+  tf.test.main()
