@@ -151,5 +151,71 @@ class PopulationMatmulTest(tf.test.TestCase, parameterized.TestCase):
           tf.constant([True, True]))
 
 
+class PopulationConv2DTest(tf.test.TestCase, parameterized.TestCase):
+
+  test_session = None  # tf.test.TestCase's deprecated helper, not a test.
+
+  @parameterized.named_parameters(
+      ("nature_conv0", 5, 84, 84, 4, 32, 8, 4, 3),
+      ("nature_conv1", 6, 20, 20, 32, 64, 4, 2, 4),
+      ("nature_conv2", 4, 9, 9, 64, 64, 3, 1, 2),
+      ("odd", 7, 13, 11, 3, 5, 3, 2, 5),
+      ("one_by_one", 3, 4, 5, 6, 17, 1, 1, 2),
+      ("kernel_equals_image", 3, 5, 5, 2, 3, 5, 3, 3),
+  )
+  def test_matches_reference_and_conv2d(self, b, h, w, c, n, ks, stride, p):
+    rng = np.random.default_rng(b + h + c + n)
+    x = rng.standard_normal((b, h, w, c)).astype(np.float32)
+    kernels = rng.standard_normal((p, ks, ks, c, n)).astype(np.float32)
+    flat = kernels.reshape(p, ks * ks * c, n)
+    for fraction in (1.0, 0.6):
+      index = rng.integers(0, p, size=b).astype(np.int32)
+      active = rng.random(b) < fraction
+      got = population.population_conv2d_op(x, flat, index, active,
+                                             kernel_size=ks, stride=stride).numpy()
+      ref = population.population_conv2d_reference(x, flat, index, active,
+                                                   kernel_size=ks, stride=stride).numpy()
+      self.assertEqual(got.shape, ref.shape)
+      tol = 1e-4 * np.sqrt(ks * ks * c)
+      self.assertAllClose(got, ref, rtol=1e-4, atol=tol)
+      for i in range(b):
+        if active[i]:
+          want = tf.nn.conv2d(x[i:i + 1], kernels[index[i]], stride, "VALID")[0]
+          self.assertAllClose(got[i], want, rtol=1e-4, atol=tol)
+        else:
+          self.assertAllEqual(got[i], np.zeros_like(got[i]))
+
+  def test_shape_inference(self):
+    fn = tf.function(
+        lambda x, w, i, a: population.population_conv2d_op(
+            x, w, i, a, kernel_size=8, stride=4),
+        input_signature=[tf.TensorSpec([None, 84, 84, 4], tf.float32),
+                         tf.TensorSpec([None, 256, 32], tf.float32),
+                         tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.bool)])
+    self.assertEqual(fn.get_concrete_function().output_shapes.as_list(),
+                     [None, 20, 20, 32])
+
+  @parameterized.named_parameters(
+      ("k_mismatch", (2, 9, 9, 3), (2, 26, 4), [0, 1], 3, 1),
+      ("index_out_of_range", (2, 9, 9, 3), (2, 27, 4), [0, 2], 3, 1),
+      ("image_too_small", (2, 2, 9, 3), (2, 27, 4), [0, 1], 3, 1),
+      ("rank", (2, 9, 27), (2, 27, 4), [0, 1], 3, 1),
+  )
+  def test_bad_inputs_rejected(self, x_shape, w_shape, index, ks, stride):
+    fn = tf.function(
+        lambda x, w, i, a: population.load_library().population_conv2d(
+            x=x, w=w, index=i, active=a, kernel_size=ks, stride=stride),
+        input_signature=[tf.TensorSpec(None, tf.float32)] * 2 +
+        [tf.TensorSpec(None, tf.int32), tf.TensorSpec(None, tf.bool)])
+    with self.assertRaises(tf.errors.InvalidArgumentError):
+      fn(tf.ones(x_shape), tf.ones(w_shape), tf.constant(index, tf.int32),
+         tf.ones([len(index)], tf.bool))
+
+  def test_bad_attrs_rejected(self):
+    with self.assertRaises((tf.errors.InvalidArgumentError, ValueError)):
+      population.population_conv2d_op(tf.ones([1, 4, 4, 1]), tf.ones([1, 1, 1]), [0],
+                                       [True], kernel_size=0, stride=1)
+
+
 if __name__ == "__main__":
   tf.test.main()

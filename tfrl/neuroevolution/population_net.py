@@ -4,7 +4,9 @@ Every weight carries a leading population dimension ([P, K, N] kernels, [P, N]
 biases). A batch row b is evaluated by network `index[b]`, and only rows with
 `active[b]` cost arithmetic: dense layers and convolutions (im2col with
 `tf.image.extract_patches`, K = kh * kw * c_in) both go through the masked
-heterogeneous batching op `tfrl.ops.population.population_matmul`; biases are
+heterogeneous batching ops of `tfrl.ops.population` (`population_matmul`;
+convolutions use `population_conv2d`, the same grouped GEMM reading the patches
+in place; the pure-TF reference path does the im2col explicitly); biases are
 added by gather.
 
 Architectures (`NetworkConfig.arch`):
@@ -256,12 +258,9 @@ class PopulationNetwork(tf.Module):
       b = tf.gather(bias, index)
       if layer.conv is not None:
         ks, stride = layer.conv
-        patches = tf.image.extract_patches(h, [1, ks, ks, 1], [1, stride, stride, 1],
-                                           [1, 1, 1, 1], "VALID")
-        oh, ow = patches.shape[1], patches.shape[2]
-        y = self._matmul(tf.reshape(patches, [batch, oh * ow, layer.k]), kernel,
-                         index, active)
-        h = tf.reshape(y + b[:, None, :], [batch, oh, ow, layer.n])
+        y = pop_ops.population_conv2d(h, kernel, index, active, kernel_size=ks,
+                                      stride=stride, use_op=self.use_op)
+        h = y + b[:, None, None, :]
       else:
         y = self._matmul(tf.reshape(h, [batch, 1, layer.k]), kernel, index, active)
         h = y[:, 0, :] + b

@@ -10,6 +10,12 @@ that share a network are computed as one GEMM by the compiled kernel
 (`tf.gather` + `tf.matmul` on the active rows); it is the fallback when the
 compiled library is absent and the yardstick of the tests and benchmarks.
 
+`population_conv2d(x, w, index, active, kernel_size, stride)` is the VALID
+convolution of each row with its own network's kernel: the op reads the image
+patches in place (no im2col buffer); its reference is
+`tf.image.extract_patches` (im2col, K ordered (kh, kw, C)) followed by the
+matmul reference.
+
 There is no gradient: neuroevolution does not differentiate its networks.
 """
 
@@ -100,3 +106,50 @@ def population_matmul(x, w, index, active=None,
   if use_op:
     return population_matmul_op(x, w, index, active)
   return population_matmul_reference(x, w, index, active)
+
+
+def population_conv2d_op(x, w, index, active=None, *, kernel_size: int,
+                         stride: int) -> tf.Tensor:
+  """The compiled convolution (raises ImportError if the library is not built).
+
+  Args:
+    x: [B, H, W, C] float32.
+    w: [P, kernel_size * kernel_size * C, N] float32 (rows ordered (kh, kw, C),
+      i.e. a conv2d kernel [kh, kw, C, N] reshaped).
+    index: [B] int32 network of each row.
+    active: [B] bool rows to compute; None means all.
+    kernel_size, stride: square kernel and stride; padding is VALID.
+
+  Returns:
+    [B, OH, OW, N] float32; inactive rows are zero.
+  """
+  x = tf.convert_to_tensor(x, tf.float32)
+  _, w, index, active = _prepare(tf.zeros([0, 0, 0]), w, index, active)
+  return load_library().population_conv2d(x=x, w=w, index=index, active=active,
+                                          kernel_size=kernel_size, stride=stride)
+
+
+def im2col(x, kernel_size: int, stride: int) -> tf.Tensor:
+  """[B, H, W, C] -> [B, OH * OW, kernel_size^2 * C] VALID patches."""
+  x = tf.convert_to_tensor(x, tf.float32)
+  patches = tf.image.extract_patches(x, [1, kernel_size, kernel_size, 1],
+                                     [1, stride, stride, 1], [1, 1, 1, 1], "VALID")
+  shape = tf.shape(patches)
+  return tf.reshape(patches, [shape[0], shape[1] * shape[2], shape[3]]), shape
+
+
+def population_conv2d_reference(x, w, index, active=None, *, kernel_size: int,
+                                stride: int) -> tf.Tensor:
+  """im2col with tf.image.extract_patches, then the matmul reference."""
+  patches, shape = im2col(x, kernel_size, stride)
+  y = population_matmul_reference(patches, w, index, active)
+  return tf.reshape(y, [shape[0], shape[1], shape[2], tf.shape(y)[2]])
+
+
+def population_conv2d(x, w, index, active=None, *, kernel_size: int, stride: int,
+                      use_op: Optional[bool] = None) -> tf.Tensor:
+  """Masked heterogeneous VALID convolution (compiled op, or the reference)."""
+  if use_op is None:
+    use_op = have_op()
+  fn = population_conv2d_op if use_op else population_conv2d_reference
+  return fn(x, w, index, active, kernel_size=kernel_size, stride=stride)

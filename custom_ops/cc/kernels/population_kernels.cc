@@ -1,8 +1,9 @@
-// CPU kernel of PopulationMatmul (see population_ops.cc).
+// CPU kernels of PopulationMatmul and PopulationConv2D (see population_ops.cc).
 //
 // Active rows are bucketed by network (counting sort), every bucket becomes
 // one GEMM whose A and C rows are addressed through row pointers (no gather
-// copy of x, no copy of w), and the buckets are cut into work units that run
+// copy of x, no copy of w; for convolutions the A rows are the image patches
+// read in place, so there is no im2col buffer either), and the buckets are cut into work units that run
 // on the intra-op thread pool. The GEMM is a register-blocked micro-kernel
 // written with GCC vector extensions and compiled three times (AVX-512, AVX2 +
 // FMA, baseline SSE); the best one the CPU supports is picked at run time, so
@@ -23,8 +24,11 @@
 namespace tensorflow {
 namespace {
 
-// One GEMM: C rows (c[i], N floats each) = A rows (a[i], K floats each) x B,
-// where B is [K, N] row-major.
+// One GEMM: C rows (c[i], N floats each) = A rows x B, where B is [K, N]
+// row-major. A row is `num_seg` segments of `seg_len` floats, segment s
+// starting at a[i] + s * seg_stride (K = num_seg * seg_len): one contiguous
+// segment for dense layers; for a convolution, the kh image rows of one patch
+// (kw * c_in floats each, W * c_in apart), read in place with no im2col copy.
 struct GemmArgs {
   const float* const* a;
   float* const* c;
@@ -32,6 +36,9 @@ struct GemmArgs {
   const float* b;
   int64_t k;
   int64_t n;
+  int64_t seg_len;
+  int64_t num_seg;
+  int64_t seg_stride;
 };
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -62,19 +69,23 @@ TFRL_INLINE void StoreU(float* p, const V& v) {
 // C[i, j0 : j0 + NV * W] for MR rows, accumulated over all of K in registers.
 template <int W, int MR, int NV>
 TFRL_INLINE void MicroKernel(const float* const* a, float* const* c,
-                             const float* b, int64_t k, int64_t ldb,
-                             int64_t j0) {
+                             const float* b, const GemmArgs& g, int64_t j0) {
   typedef typename Vec<W>::type V;
   V acc[MR][NV];
   for (int i = 0; i < MR; ++i)
     for (int v = 0; v < NV; ++v) acc[i][v] = V{};
   const float* bp = b + j0;
-  for (int64_t kk = 0; kk < k; ++kk, bp += ldb) {
-    V bv[NV];
-    for (int v = 0; v < NV; ++v) bv[v] = LoadU<V>(bp + v * W);
-    for (int i = 0; i < MR; ++i) {
-      const float s = a[i][kk];
-      for (int v = 0; v < NV; ++v) acc[i][v] += s * bv[v];
+  const int64_t ldb = g.n;
+  for (int64_t s = 0; s < g.num_seg; ++s) {
+    const float* ap[MR];
+    for (int i = 0; i < MR; ++i) ap[i] = a[i] + s * g.seg_stride;
+    for (int64_t t = 0; t < g.seg_len; ++t, bp += ldb) {
+      V bv[NV];
+      for (int v = 0; v < NV; ++v) bv[v] = LoadU<V>(bp + v * W);
+      for (int i = 0; i < MR; ++i) {
+        const float x = ap[i][t];
+        for (int v = 0; v < NV; ++v) acc[i][v] += x * bv[v];
+      }
     }
   }
   for (int i = 0; i < MR; ++i)
@@ -84,14 +95,16 @@ TFRL_INLINE void MicroKernel(const float* const* a, float* const* c,
 // Columns that do not fill a vector.
 template <int MR>
 TFRL_INLINE void ScalarTail(const float* const* a, float* const* c,
-                            const float* b, int64_t k, int64_t ldb, int64_t j0,
-                            int64_t j1) {
+                            const float* b, const GemmArgs& g, int64_t j0) {
   for (int i = 0; i < MR; ++i) {
-    for (int64_t j = j0; j < j1; ++j) {
-      float s = 0.f;
-      const float* ai = a[i];
-      for (int64_t kk = 0; kk < k; ++kk) s += ai[kk] * b[kk * ldb + j];
-      c[i][j] = s;
+    for (int64_t j = j0; j < g.n; ++j) {
+      float sum = 0.f;
+      const float* bp = b + j;
+      for (int64_t s = 0; s < g.num_seg; ++s) {
+        const float* ap = a[i] + s * g.seg_stride;
+        for (int64_t t = 0; t < g.seg_len; ++t, bp += g.n) sum += ap[t] * *bp;
+      }
+      c[i][j] = sum;
     }
   }
 }
@@ -105,32 +118,31 @@ constexpr int AccBudget() {
 
 template <int W, int MR>
 TFRL_INLINE void RowBlock(const float* const* a, float* const* c,
-                          const float* b, int64_t k, int64_t n) {
+                          const GemmArgs& g) {
   constexpr int kNv0 = AccBudget<W>() / MR;
   constexpr int kNv = kNv0 < 1 ? 1 : (kNv0 > 8 ? 8 : kNv0);
   int64_t j = 0;
-  for (; j + kNv * W <= n; j += kNv * W) MicroKernel<W, MR, kNv>(a, c, b, k, n, j);
-  for (; j + W <= n; j += W) MicroKernel<W, MR, 1>(a, c, b, k, n, j);
-  if (j < n) ScalarTail<MR>(a, c, b, k, n, j, n);
+  for (; j + kNv * W <= g.n; j += kNv * W) MicroKernel<W, MR, kNv>(a, c, g.b, g, j);
+  for (; j + W <= g.n; j += W) MicroKernel<W, MR, 1>(a, c, g.b, g, j);
+  if (j < g.n) ScalarTail<MR>(a, c, g.b, g, j);
 }
 
 template <int W>
 TFRL_INLINE void GemmImpl(const GemmArgs& g) {
   constexpr int kMr = W == 16 ? 8 : 6;
   int64_t i = 0;
-  for (; i + kMr <= g.rows; i += kMr)
-    RowBlock<W, kMr>(g.a + i, g.c + i, g.b, g.k, g.n);
+  for (; i + kMr <= g.rows; i += kMr) RowBlock<W, kMr>(g.a + i, g.c + i, g);
   const float* const* a = g.a + i;
   float* const* c = g.c + i;
   switch (g.rows - i) {
     case 0: break;
-    case 1: RowBlock<W, 1>(a, c, g.b, g.k, g.n); break;
-    case 2: RowBlock<W, 2>(a, c, g.b, g.k, g.n); break;
-    case 3: RowBlock<W, 3>(a, c, g.b, g.k, g.n); break;
-    case 4: RowBlock<W, 4>(a, c, g.b, g.k, g.n); break;
-    case 5: RowBlock<W, 5>(a, c, g.b, g.k, g.n); break;
-    case 6: RowBlock<W, 6>(a, c, g.b, g.k, g.n); break;
-    default: RowBlock<W, 7>(a, c, g.b, g.k, g.n); break;
+    case 1: RowBlock<W, 1>(a, c, g); break;
+    case 2: RowBlock<W, 2>(a, c, g); break;
+    case 3: RowBlock<W, 3>(a, c, g); break;
+    case 4: RowBlock<W, 4>(a, c, g); break;
+    case 5: RowBlock<W, 5>(a, c, g); break;
+    case 6: RowBlock<W, 6>(a, c, g); break;
+    default: RowBlock<W, 7>(a, c, g); break;
   }
 }
 
@@ -157,6 +169,104 @@ GemmFn PickGemm() {
   return &GemmBaseline;
 }
 
+// Validates the active rows' network indices, buckets them by network and
+// runs one grouped GEMM per network on the intra-op threads. `row(b, i)` is
+// the start of A row i (of m) of batch row b; C rows are y + (b * m + i) * n.
+// Inactive rows of y are zeroed.
+template <typename RowFn>
+void RunGrouped(OpKernelContext* ctx, GemmFn gemm, const Tensor& index,
+                const Tensor& active, int64_t pop, int64_t m, GemmArgs geo,
+                const float* w, float* y, RowFn row) {
+  const int64_t batch = index.dim_size(0);
+  const int64_t n = geo.n, k = geo.k;
+  const auto idx = index.flat<int32>();
+  const auto act = active.flat<bool>();
+  // Bucket the active rows by network (counting sort, stable in b).
+  std::vector<int64_t> count(pop + 1, 0);
+  for (int64_t b = 0; b < batch; ++b) {
+    if (!act(b)) continue;
+    const int32 p = idx(b);
+    OP_REQUIRES(ctx, p >= 0 && p < pop,
+                errors::InvalidArgument(
+                    "index[", b, "] = ", p,
+                    " is out of range: expected a value in [0, ", pop,
+                    ") (w.shape[0] = P) for an active row"));
+    ++count[p + 1];
+  }
+  for (int64_t b = 0; b < batch; ++b) {
+    if (y != nullptr && (!act(b) || k == 0)) std::memset(y + b * m * n, 0, sizeof(float) * m * n);
+  }
+  if (m == 0 || n == 0 || k == 0) return;
+  for (int64_t p = 0; p < pop; ++p) count[p + 1] += count[p];
+  const int64_t num_active = count[pop];
+  if (num_active == 0) return;
+  std::vector<int64_t> order(num_active);
+  {
+    std::vector<int64_t> fill(count.begin(), count.end() - 1);
+    for (int64_t b = 0; b < batch; ++b)
+      if (act(b)) order[fill[idx(b)]++] = b;
+  }
+  // Row pointers grouped by network: bucket p owns [count[p] * m, count[p+1] * m).
+  std::vector<const float*> arows(num_active * m);
+  std::vector<float*> crows(num_active * m);
+  for (int64_t r = 0; r < num_active; ++r) {
+    const int64_t b = order[r];
+    for (int64_t i = 0; i < m; ++i) {
+      arows[r * m + i] = row(b, i);
+      crows[r * m + i] = y + (b * m + i) * n;
+    }
+  }
+  // Work units: chunks of one bucket's rows, enough of them to balance.
+  const int num_threads =
+      ctx->device()->tensorflow_cpu_worker_threads()->num_threads;
+  const int64_t total_rows = num_active * m;
+  int64_t chunk =
+      std::max<int64_t>(8, total_rows / (8 * std::max(1, num_threads)));
+  chunk = (chunk + 47) / 48 * 48;  // a multiple of both micro-kernel heights
+  struct Unit {
+    int64_t p, begin, end;
+  };
+  std::vector<Unit> units;
+  for (int64_t p = 0; p < pop; ++p) {
+    const int64_t begin = count[p] * m, end = count[p + 1] * m;
+    for (int64_t s = begin; s < end; s += chunk)
+      units.push_back({p, s, std::min(end, s + chunk)});
+  }
+  const int64_t cost = std::max<int64_t>(1, total_rows * k * n / units.size());
+  auto work = [&](int64_t first, int64_t last) {
+    for (int64_t u = first; u < last; ++u) {
+      const Unit& un = units[u];
+      GemmArgs g = geo;
+      g.a = arows.data() + un.begin;
+      g.c = crows.data() + un.begin;
+      g.rows = un.end - un.begin;
+      g.b = w + un.p * k * n;
+      gemm(g);
+    }
+  };
+  ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
+      static_cast<int64_t>(units.size()), cost, work);
+}
+
+Status CheckIndexAndActive(const Tensor& index, const Tensor& active,
+                           int64_t batch) {
+  if (index.dims() != 1)
+    return errors::InvalidArgument("index must be rank 1 [B], got shape ",
+                                   index.shape().DebugString());
+  if (active.dims() != 1)
+    return errors::InvalidArgument("active must be rank 1 [B], got shape ",
+                                   active.shape().DebugString());
+  if (index.dim_size(0) != batch)
+    return errors::InvalidArgument("index must have B = ", batch,
+                                   " entries (x.shape[0]), got ",
+                                   index.dim_size(0));
+  if (active.dim_size(0) != batch)
+    return errors::InvalidArgument("active must have B = ", batch,
+                                   " entries (x.shape[0]), got ",
+                                   active.dim_size(0));
+  return OkStatus();
+}
+
 class PopulationMatmulOp : public OpKernel {
  public:
   explicit PopulationMatmulOp(OpKernelConstruction* ctx)
@@ -173,114 +283,93 @@ class PopulationMatmulOp : public OpKernel {
     OP_REQUIRES(ctx, w.dims() == 3,
                 errors::InvalidArgument("w must be rank 3 [P, K, N], got shape ",
                                         w.shape().DebugString()));
-    OP_REQUIRES(ctx, index.dims() == 1,
-                errors::InvalidArgument("index must be rank 1 [B], got shape ",
-                                        index.shape().DebugString()));
-    OP_REQUIRES(ctx, active.dims() == 1,
-                errors::InvalidArgument("active must be rank 1 [B], got shape ",
-                                        active.shape().DebugString()));
     const int64_t batch = x.dim_size(0), m = x.dim_size(1), k = x.dim_size(2);
     const int64_t pop = w.dim_size(0), n = w.dim_size(2);
+    OP_REQUIRES_OK(ctx, CheckIndexAndActive(index, active, batch));
     OP_REQUIRES(ctx, w.dim_size(1) == k,
                 errors::InvalidArgument(
                     "w.shape[1] must equal x.shape[2] (K): got w shape ",
-                    w.shape().DebugString(), ", expected [P, ", k, ", N] for x shape ",
-                    x.shape().DebugString()));
-    OP_REQUIRES(ctx, index.dim_size(0) == batch,
-                errors::InvalidArgument("index must have B = ", batch,
-                                        " entries (x.shape[0]), got ",
-                                        index.dim_size(0)));
-    OP_REQUIRES(ctx, active.dim_size(0) == batch,
-                errors::InvalidArgument("active must have B = ", batch,
-                                        " entries (x.shape[0]), got ",
-                                        active.dim_size(0)));
-
-    const auto idx = index.flat<int32>();
-    const auto act = active.flat<bool>();
-    // Bucket the active rows by network (counting sort, stable in b).
-    std::vector<int64_t> count(pop + 1, 0);
-    for (int64_t b = 0; b < batch; ++b) {
-      if (!act(b)) continue;
-      const int32 p = idx(b);
-      OP_REQUIRES(ctx, p >= 0 && p < pop,
-                  errors::InvalidArgument("index[", b, "] = ", p,
-                                          " is out of range: expected a value in [0, ",
-                                          pop, ") (w.shape[0] = P) for an active row"));
-      ++count[p + 1];
-    }
-
+                    w.shape().DebugString(), ", expected [P, ", k,
+                    ", N] for x shape ", x.shape().DebugString()));
     Tensor* y = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({batch, m, n}), &y));
-    if (y->NumElements() == 0) return;
-    const float* xp = x.flat<float>().data();
-    const float* wp = w.flat<float>().data();
-    float* yp = y->flat<float>().data();
-    for (int64_t b = 0; b < batch; ++b) {
-      if (!act(b)) std::memset(yp + b * m * n, 0, sizeof(float) * m * n);
-    }
-    if (m == 0 || n == 0) return;
-    if (k == 0) {
-      for (int64_t b = 0; b < batch; ++b)
-        if (act(b)) std::memset(yp + b * m * n, 0, sizeof(float) * m * n);
+    if (y->NumElements() == 0) {
+      // Still validate the indices of active rows.
+      RunGrouped(ctx, gemm_, index, active, pop, 0, GemmArgs{}, nullptr, nullptr,
+                 [](int64_t, int64_t) { return static_cast<const float*>(nullptr); });
       return;
     }
-
-    for (int64_t p = 0; p < pop; ++p) count[p + 1] += count[p];
-    const int64_t num_active = count[pop];
-    if (num_active == 0) return;
-    std::vector<int64_t> order(num_active);
-    {
-      std::vector<int64_t> fill(count.begin(), count.end() - 1);
-      for (int64_t b = 0; b < batch; ++b)
-        if (act(b)) order[fill[idx(b)]++] = b;
-    }
-    // Row pointers, grouped by network: rows of bucket p are
-    // [count[p] * m, count[p + 1] * m).
-    std::vector<const float*> arows(num_active * m);
-    std::vector<float*> crows(num_active * m);
-    for (int64_t r = 0; r < num_active; ++r) {
-      const int64_t b = order[r];
-      for (int64_t i = 0; i < m; ++i) {
-        arows[r * m + i] = xp + (b * m + i) * k;
-        crows[r * m + i] = yp + (b * m + i) * n;
-      }
-    }
-
-    // Work units: chunks of one bucket's rows; enough of them to balance.
-    const int num_threads =
-        ctx->device()->tensorflow_cpu_worker_threads()->num_threads;
-    const int64_t total_rows = num_active * m;
-    int64_t chunk = std::max<int64_t>(8, total_rows / (8 * std::max(1, num_threads)));
-    chunk = (chunk + 47) / 48 * 48;  // a multiple of both micro-kernel heights
-    struct Unit {
-      int64_t p, begin, end;
-    };
-    std::vector<Unit> units;
-    for (int64_t p = 0; p < pop; ++p) {
-      const int64_t begin = count[p] * m, end = count[p + 1] * m;
-      for (int64_t s = begin; s < end; s += chunk)
-        units.push_back({p, s, std::min(end, s + chunk)});
-    }
-    const int64_t cost = std::max<int64_t>(1, total_rows * k * n / units.size());
-    const GemmFn gemm = gemm_;
-    auto work = [&](int64_t first, int64_t last) {
-      for (int64_t u = first; u < last; ++u) {
-        const Unit& un = units[u];
-        GemmArgs g{arows.data() + un.begin, crows.data() + un.begin,
-                   un.end - un.begin, wp + un.p * k * n, k, n};
-        gemm(g);
-      }
-    };
-    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
-        static_cast<int64_t>(units.size()), cost, work);
+    const float* xp = x.flat<float>().data();
+    GemmArgs geo{nullptr, nullptr, 0, nullptr, k, n, k, 1, 0};
+    RunGrouped(ctx, gemm_, index, active, pop, m, geo, w.flat<float>().data(),
+               y->flat<float>().data(),
+               [xp, m, k](int64_t b, int64_t i) { return xp + (b * m + i) * k; });
   }
 
  private:
   const GemmFn gemm_;
 };
 
+class PopulationConv2DOp : public OpKernel {
+ public:
+  explicit PopulationConv2DOp(OpKernelConstruction* ctx)
+      : OpKernel(ctx), gemm_(PickGemm()) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("kernel_size", &kernel_size_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("stride", &stride_));
+    OP_REQUIRES(ctx, kernel_size_ >= 1 && stride_ >= 1,
+                errors::InvalidArgument("kernel_size and stride must be >= 1, got ",
+                                        kernel_size_, " and ", stride_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& x = ctx->input(0);
+    const Tensor& w = ctx->input(1);
+    const Tensor& index = ctx->input(2);
+    const Tensor& active = ctx->input(3);
+    OP_REQUIRES(ctx, x.dims() == 4,
+                errors::InvalidArgument("x must be rank 4 [B, H, W, C], got shape ",
+                                        x.shape().DebugString()));
+    OP_REQUIRES(ctx, w.dims() == 3,
+                errors::InvalidArgument("w must be rank 3 [P, K, N], got shape ",
+                                        w.shape().DebugString()));
+    const int64_t batch = x.dim_size(0), h = x.dim_size(1), wd = x.dim_size(2),
+                  c = x.dim_size(3);
+    const int64_t ks = kernel_size_, st = stride_;
+    const int64_t pop = w.dim_size(0), k = ks * ks * c, n = w.dim_size(2);
+    OP_REQUIRES_OK(ctx, CheckIndexAndActive(index, active, batch));
+    OP_REQUIRES(ctx, h >= ks && wd >= ks,
+                errors::InvalidArgument("x spatial size ", h, "x", wd,
+                                        " is smaller than kernel_size ", ks));
+    OP_REQUIRES(ctx, w.dim_size(1) == k,
+                errors::InvalidArgument(
+                    "w.shape[1] must be kernel_size^2 * C = ", k, ": got w shape ",
+                    w.shape().DebugString(), " for x shape ", x.shape().DebugString(),
+                    " and kernel_size ", ks));
+    const int64_t oh = (h - ks) / st + 1, ow = (wd - ks) / st + 1;
+    Tensor* y = nullptr;
+    OP_REQUIRES_OK(ctx,
+                   ctx->allocate_output(0, TensorShape({batch, oh, ow, n}), &y));
+    if (y->NumElements() == 0) return;
+    const float* xp = x.flat<float>().data();
+    GemmArgs geo{nullptr, nullptr, 0, nullptr, k, n, ks * c, ks, wd * c};
+    RunGrouped(ctx, gemm_, index, active, pop, oh * ow, geo,
+               w.flat<float>().data(), y->flat<float>().data(),
+               [=](int64_t b, int64_t i) {
+                 const int64_t oi = i / ow, oj = i % ow;
+                 return xp + ((b * h + oi * st) * wd + oj * st) * c;
+               });
+  }
+
+ private:
+  const GemmFn gemm_;
+  int kernel_size_ = 1;
+  int stride_ = 1;
+};
+
 REGISTER_KERNEL_BUILDER(Name("PopulationMatmul").Device(DEVICE_CPU),
                         PopulationMatmulOp);
+REGISTER_KERNEL_BUILDER(Name("PopulationConv2D").Device(DEVICE_CPU),
+                        PopulationConv2DOp);
 
 }  // namespace
 }  // namespace tensorflow

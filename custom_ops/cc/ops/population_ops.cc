@@ -53,4 +53,62 @@ active: [B] bool, the rows to compute (e.g. episodes still running).
 y: [B, M, N] float32.
 )doc");
 
+REGISTER_OP("PopulationConv2D")
+    .Input("x: float")
+    .Input("w: float")
+    .Input("index: int32")
+    .Input("active: bool")
+    .Output("y: float")
+    .Attr("kernel_size: int >= 1")
+    .Attr("stride: int >= 1")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle x, w, index, active;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &x));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 3, &w));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 1, &index));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 1, &active));
+      int64_t ks, stride;
+      TF_RETURN_IF_ERROR(c->GetAttr("kernel_size", &ks));
+      TF_RETURN_IF_ERROR(c->GetAttr("stride", &stride));
+      DimensionHandle batch = c->Dim(x, 0);
+      TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(index, 0), &batch));
+      TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(active, 0), &batch));
+      DimensionHandle k;
+      TF_RETURN_IF_ERROR(c->Multiply(c->Dim(x, 3), ks * ks, &k));
+      TF_RETURN_IF_ERROR(c->Merge(k, c->Dim(w, 1), &k));
+      DimensionHandle out[2];
+      for (int d = 0; d < 2; ++d) {
+        DimensionHandle size = c->Dim(x, 1 + d);
+        if (c->ValueKnown(size)) {
+          const int64_t v = c->Value(size);
+          if (v < ks) {
+            return errors::InvalidArgument("PopulationConv2D: spatial size ", v,
+                                           " is smaller than kernel_size ", ks);
+          }
+          out[d] = c->MakeDim((v - ks) / stride + 1);
+        } else {
+          out[d] = c->UnknownDim();
+        }
+      }
+      c->set_output(0, c->MakeShape({batch, out[0], out[1], c->Dim(w, 2)}));
+      return OkStatus();
+    })
+    .Doc(R"doc(
+A VALID convolution of each row with its own network's kernel.
+
+For every b with active[b]: y[b] = conv2d(x[b], w[index[b]] reshaped to
+[kernel_size, kernel_size, C, N], stride, "VALID"); inactive rows are zero and
+cost nothing. Equal to PopulationMatmul on the im2col patches of x
+(tf.image.extract_patches, K ordered (kh, kw, C)), but the patches are read in
+place from x, so no im2col buffer is written. Rows of one network are one GEMM.
+
+The op has no gradient: neuroevolution is gradient-free.
+
+x: [B, H, W, C] float32.
+w: [P, kernel_size * kernel_size * C, N] float32.
+index: [B] int32 network of each row, in [0, P) where active.
+active: [B] bool rows to compute.
+y: [B, (H - kernel_size) / stride + 1, (W - kernel_size) / stride + 1, N].
+)doc");
+
 }  // namespace tensorflow
