@@ -34,6 +34,14 @@ def cosine_drop_fraction(step, begin, end, drop_fraction):
   return drop_fraction * 0.5 * (1.0 + tf.cos(math.pi * progress))
 
 
+def _first_k(scores, k):
+  """{0,1} float mask of the k largest entries of flat `scores` (ties broken
+  by position). Static shapes only (XLA-friendly, `k` may be a tensor)."""
+  order = tf.argsort(scores, direction="DESCENDING", stable=True)
+  ranks = tf.math.invert_permutation(order)
+  return tf.cast(ranks < k, tf.float32)
+
+
 def magnitude_mask(weights, sparsity):
   """Mask keeping exactly round((1 - sparsity) * n) largest-magnitude weights."""
   flat = tf.reshape(tf.abs(weights), [-1])
@@ -41,9 +49,7 @@ def magnitude_mask(weights, sparsity):
   keep = tf.cast(tf.round((1.0 - tf.cast(sparsity, tf.float32)) * tf.cast(n, tf.float32)),
                  tf.int32)
   keep = tf.clip_by_value(keep, 0, n)
-  idx = tf.math.top_k(flat, k=keep, sorted=False).indices
-  mask = tf.scatter_nd(idx[:, None], tf.ones_like(idx, tf.float32), [n])
-  return tf.reshape(mask, tf.shape(weights))
+  return tf.reshape(_first_k(flat, keep), tf.shape(weights))
 
 
 def nm_mask(weights, n, m):
@@ -89,8 +95,7 @@ def dst_update(weights, mask, drop_fraction, regrow_scores):
               tf.int32)
   k = tf.minimum(k, n_inactive)
   inf = tf.constant(float("inf"))
-  drop = tf.math.top_k(tf.where(active, -w, -inf), k=k, sorted=False).indices
-  grow = tf.math.top_k(tf.where(active, -inf, s), k=k, sorted=False).indices
-  m = tf.tensor_scatter_nd_update(m, drop[:, None], tf.zeros([k]))
-  m = tf.tensor_scatter_nd_update(m, grow[:, None], tf.ones([k]))
+  drop = _first_k(tf.where(active, -w, -inf), k)      # k smallest active weights.
+  grow = _first_k(tf.where(active, -inf, s), k)       # k best-scored inactive ones.
+  m = m - drop + grow
   return tf.reshape(m, shape)

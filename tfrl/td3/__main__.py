@@ -36,6 +36,7 @@ flags.DEFINE_integer("eval_episodes", _DEFAULT.eval_episodes, "Episodes per eval
 flags.DEFINE_integer("checkpoint_every", _DEFAULT.checkpoint_every, "Env steps per checkpoint.")
 flags.DEFINE_integer("log_every", _DEFAULT.log_every, "Env steps per log line.")
 flags.DEFINE_integer("seed", _DEFAULT.seed, "Random seed.")
+flags.DEFINE_bool("jit_compile", _DEFAULT.jit_compile, "Compile training phases with XLA.")
 layer_flags.define_layer_flags()
 
 FLAGS = flags.FLAGS
@@ -49,7 +50,8 @@ def config_from_flags(fv=FLAGS) -> config_lib.TD3Config:
       policy_noise=fv.policy_noise, noise_clip=fv.noise_clip, policy_delay=fv.policy_delay,
       exploration_noise=fv.exploration_noise, actor_lr=fv.actor_lr, critic_lr=fv.critic_lr,
       update_every=fv.update_every, eval_every=fv.eval_every, eval_episodes=fv.eval_episodes,
-      checkpoint_every=fv.checkpoint_every, log_every=fv.log_every, seed=fv.seed)
+      checkpoint_every=fv.checkpoint_every, log_every=fv.log_every, seed=fv.seed,
+      jit_compile=fv.jit_compile)
 
 
 def main(argv):

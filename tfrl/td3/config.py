@@ -24,6 +24,9 @@ class TD3Config:
     eval_every, eval_episodes: deterministic evaluation schedule (0 = never).
     checkpoint_every, log_every: in env steps.
     seed: seeds numpy, TF and the environment.
+    jit_compile: compile the training phase with XLA (fuses the many small
+      mask / FFT / optimizer ops, but XLA:CPU matmuls are slower than
+      oneDNN: measured 30 vs 5.6 ms per 256x256 dense TD3 update; off).
   """
 
   env: str = "Pendulum-v1"
@@ -46,6 +49,7 @@ class TD3Config:
   checkpoint_every: int = 10_000
   log_every: int = 1000
   seed: int = 0
+  jit_compile: bool = False
 
   def __post_init__(self):
     positive = ("total_steps", "batch_size", "replay_size", "policy_delay", "update_every",

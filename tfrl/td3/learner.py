@@ -60,7 +60,7 @@ class TD3Learner(tf.Module):
     self.num_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="num_updates")
     self.actor_optimizer.build(self.actor.trainable_variables)
     self.critic_optimizer.build(self._critic_variables())
-    self.update = tf.function(self._update, input_signature=[
+    self.update = tf.function(self._update, jit_compile=config.jit_compile, input_signature=[
         tf.TensorSpec([None, None, obs_dim], tf.float32),
         tf.TensorSpec([None, None, self.action_dim], tf.float32),
         tf.TensorSpec([None, None], tf.float32),

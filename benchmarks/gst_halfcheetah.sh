@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# TD3 on HalfCheetah-v5: dense vs iterative (polynomial) pruning vs GST at one
+# step budget; prints final return and average compression ratio, writes JSON.
+#
+#   STEPS=1000000 benchmarks/gst_halfcheetah.sh            # the paper's budget
+#   STEPS=20000 START=5000 benchmarks/gst_halfcheetah.sh   # a short smoke budget
+#
+# Env: STEPS (env steps, default 1000000), START (random steps, default
+# 10000), OUT (default /tmp/tfrl_gst_halfcheetah), SEED (0), PYTHON.
+# The return is the mean of 5 deterministic episodes after training.
+# Pruning schedules count training iterations (= STEPS - START); both
+# iterative pruning and GST's reward-aware pruning end at 80 % of them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+STEPS=${STEPS:-1000000}
+START=${START:-10000}
+OUT=${OUT:-/tmp/tfrl_gst_halfcheetah}
+SEED=${SEED:-0}
+PYTHON=${PYTHON:-python}
+ITERS=$((STEPS - START))
+END=$((ITERS * 8 / 10))
+FREQ=$((ITERS / 40 > 1000 ? 1000 : (ITERS / 40 > 0 ? ITERS / 40 : 1)))
+common=(--total_steps="$STEPS" --start_steps="$START" --seed="$SEED" --eval_every=0
+        --eval_episodes=5 --checkpoint_every="$STEPS" --log_every=$((STEPS / 20))
+        --pruning_begin=0 --pruning_end="$END" --pruning_frequency="$FREQ")
+mkdir -p "$OUT"
+run() {
+  local name=$1; shift
+  echo "== $name" >&2
+  PYTHONPATH=. "$PYTHON" -m tfrl.td3 "$@" "${common[@]}" --logdir="$OUT/$name" \
+    > "$OUT/$name.log" 2>&1 || { tail -20 "$OUT/$name.log" >&2; exit 1; }
+}
+run dense --flagfile=flags/td3_halfcheetah.flags
+run iterative_pruning --flagfile=flags/td3_halfcheetah_pruning.flags
+run gst --flagfile=flags/td3_halfcheetah_gst.flags
+"$PYTHON" - "$OUT" "$STEPS" <<'PY'
+import json, sys
+out, steps = sys.argv[1], int(sys.argv[2])
+rows = {n: json.load(open(f"{out}/{n}/summary.json")) for n in ("dense", "iterative_pruning", "gst")}
+print(f"TD3 HalfCheetah-v5, {steps} env steps, seed as given")
+print(f"{'method':<18} {'eval return':>11} {'train ret(10)':>13} {'avg compr.':>10} "
+      f"{'final compr.':>12} {'stored params':>13} {'policy bytes':>12} {'wall s':>7}")
+for n, r in rows.items():
+  tr = r['train_return_last10']
+  tr = float('nan') if tr is None else tr
+  print(f"{n:<18} {r['eval_return']:>11.1f} {tr:>13.1f} "
+        f"{100 * r['average_compression_ratio']:>9.1f}% {100 * r['final_compression_ratio']:>11.1f}% "
+        f"{r['stored_params']:>13d} {r['policy_compressed_bytes']:>12d} {r['wall_seconds']:>7.0f}")
+json.dump({n: {k: v for k, v in r.items() if k != "layers"} for n, r in rows.items()},
+          open(f"{out}/results.json", "w"), indent=1)
+print(f"JSON: {out}/results.json")
+PY
