@@ -1,10 +1,14 @@
 """Tests for `python -m tfrl.evaluate` on saved policies."""
 
+import contextlib
+import io
 import json
 import os
 import subprocess
 import sys
 
+from absl import flags
+from absl.testing import flagsaver
 from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
@@ -14,6 +18,7 @@ from tfrl import export
 from tfrl import networks
 from tfrl.envs import GymEnv
 
+FLAGS = flags.FLAGS
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -88,38 +93,35 @@ class EvaluateCLITest(tf.test.TestCase, parameterized.TestCase):
     self.assertTrue(all(90 <= l <= 100 for l in report["lengths"]), report)
     self.assertTrue(os.path.isfile(gif))
 
-  def test_continuous_policy_on_pendulum(self):
-    tmp = self.get_temp_dir()
-    policy = export.export_policy(_Continuous(),
-                                  tf.TensorSpec([None, 3], tf.float32),
-                                  os.path.join(tmp, "pendulum"))
-    report_path = os.path.join(tmp, "p.json")
-    result = _run(f"--policy={policy}", "--env=Pendulum-v1", "--episodes=1",
-                  "--max_episode_frames=50", f"--output={report_path}")
-    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
-    with open(report_path) as f:
-      self.assertEqual(json.load(f)["lengths"], [50])
-
-  @parameterized.named_parameters(
-      ("missing_policy", ["--policy=/nonexistent/policy", "--env=CartPole-v1"],
-       "not a SavedModel"),
-      ("unknown_game", ["--game=NoSuchGameNoFrameskip-v4"], "NoSuchGame"),
-      ("unknown_env", ["--env=NoSuchEnv-v0"], "NoSuchEnv"),
-      ("both", ["--env=CartPole-v1", "--game=Pong"], "exactly one"),
-  )
-  def test_bad_input_is_one_readable_line(self, args, message):
-    tmp = self.get_temp_dir()
-    policy = os.path.join(tmp, "bad_input_policy")
-    if not os.path.exists(policy):
-      _export_discrete(policy, (4,), tf.float32, 2, networks.MLPTorso([4]))
-    if not any(a.startswith("--policy") for a in args):
-      args = [f"--policy={policy}"] + args
-    result = _run(*args)
-    self.assertNotEqual(result.returncode, 0)
+  def test_missing_policy_is_one_readable_line(self):
+    result = _run("--policy=/nonexistent/policy", "--env=CartPole-v1")
+    self.assertEqual(result.returncode, 1)
     self.assertNotIn("Traceback", result.stderr)
     errors = [l for l in result.stderr.splitlines() if "tfrl.evaluate" in l]
     self.assertLen(errors, 1, result.stderr[-2000:])
-    self.assertIn(message, errors[0])
+    self.assertIn("not a SavedModel", errors[0])
+
+  @parameterized.named_parameters(
+      ("unknown_game", {"game": "NoSuchGameNoFrameskip-v4"}, "NoSuchGame"),
+      ("unknown_env", {"env": "NoSuchEnv-v0"}, "NoSuchEnv"),
+      ("both", {"env": "CartPole-v1", "game": "Pong"}, "exactly one"),
+      ("shape", {"game": "PongNoFrameskip-v4"}, "shape"),
+  )
+  def test_bad_input_in_process(self, flag_values, message):
+    policy = os.path.join(self.get_temp_dir(), "bad_input_policy")
+    if not os.path.exists(policy):
+      _export_discrete(policy, (4,), tf.float32, 2, networks.MLPTorso([4]))
+    if not FLAGS.is_parsed():
+      FLAGS.mark_as_parsed()
+    values = {"policy": policy, "game": None, "env": None, **flag_values}
+    stderr = io.StringIO()
+    with flagsaver.flagsaver(**values), contextlib.redirect_stderr(stderr):
+      with self.assertRaises(SystemExit) as cm:
+        evaluate.main(["evaluate"])
+    self.assertEqual(cm.exception.code, 1)
+    lines = stderr.getvalue().strip().splitlines()
+    self.assertLen(lines, 1)
+    self.assertIn(message, lines[0])
 
 
 class EvaluateFunctionTest(tf.test.TestCase):
@@ -136,6 +138,15 @@ class EvaluateFunctionTest(tf.test.TestCase):
     self.assertLen(scores, 7)
     self.assertTrue(all(0 < l <= 20 for l in lengths))
     self.assertAllEqual(scores, lengths)  # CartPole: reward 1 per step.
+
+  def test_continuous_policy_on_pendulum(self):
+    policy = _Continuous()
+    env = GymEnv("Pendulum-v1", 2, seed=0)
+    scores, lengths, frames = evaluate.evaluate(
+        lambda obs: policy(obs), env, 2, step_cap=30, record=True)
+    self.assertEqual(lengths, [30, 30])
+    self.assertTrue(all(s < 0 for s in scores))  # Pendulum costs are < 0.
+    self.assertLen(frames, 30)
 
 
 if __name__ == "__main__":

@@ -129,19 +129,28 @@ class SystemShutdownTest(tf.test.TestCase):
     config = GA3CConfig(
         game=None, env="CartPole-v1", agents=2, max_agents=4, predictors=1,
         trainers=1, max_predictors=2, max_trainers=2, dynamic_adjustment=True,
-        adjustment_period=0.5, logdir=self.get_temp_dir(),
-        checkpoint_every=0, stats_every=100, max_seconds=4.0)
+        adjustment_period=0.3, logdir=self.get_temp_dir(),
+        checkpoint_every=0, stats_every=100)
     system = GA3C(config)
-    seen = set()
+    seen = []
     orig = system.set_worker_count
 
     def spy(kind, n):
-      seen.add((kind, n))
+      seen.append((kind, n))
       orig(kind, n)
 
     system.set_worker_count = spy
-    system.run()
-    self.assertGreater(len(seen), 3)  # More than the three initial counts.
+    runner = threading.Thread(target=system.run, daemon=True)
+    runner.start()
+    deadline = time.time() + 90
+    # Three initial calls, then three per adjustment period.
+    while len(seen) < 12 and time.time() < deadline:
+      time.sleep(0.1)
+    system.stop()
+    runner.join(30)
+    self.assertFalse(runner.is_alive())
+    self.assertGreaterEqual(len(seen), 12)
+    self.assertGreater(len(set(seen)), 3)  # Some count other than the start.
     self.assertGreater(system.summary["train_steps"], 0)
 
 

@@ -54,10 +54,12 @@ def _ckpt_counters(path):
 class ExportTest(tf.test.TestCase):
   test_session = None
 
-  def test_saved_model_loads_without_tfrl_and_matches_live_network(self):
+  def test_export_matches_live_network_and_resume_restores(self):
     logdir = self.get_temp_dir()
-    system = GA3C(_cartpole_config(logdir, max_frames=1500))
-    system.run()
+    first = GA3C(_cartpole_config(logdir, max_frames=1000))
+    summary = first.run()
+    # The SavedModel loads in a process that never imports tfrl and gives
+    # the live network's outputs.
     export_dir = os.path.join(logdir, "saved_model")
     self.assertTrue(os.path.isfile(os.path.join(export_dir, "saved_model.pb")))
     obs = np.random.RandomState(0).randn(7, 4).astype(np.float32)
@@ -69,15 +71,11 @@ class ExportTest(tf.test.TestCase):
         cwd=logdir, timeout=120, check=False)
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
     loaded = json.loads(result.stdout.strip().splitlines()[-1])
-    logits, value = system.network(obs)
+    logits, value = first.network(obs)
     self.assertAllClose(loaded["probs"], tf.nn.softmax(logits), atol=1e-5)
     self.assertAllClose(loaded["value"], value, atol=1e-5)
     self.assertAllEqual(loaded["action"], np.argmax(logits, axis=1))
-
-  def test_resume_in_process_restores_counters_and_weights(self):
-    logdir = self.get_temp_dir()
-    first = GA3C(_cartpole_config(logdir, max_frames=1000))
-    summary = first.run()
+    # Resume in process: weights and counters come back, counting continues.
     second = GA3C(_cartpole_config(logdir, max_frames=2000, resume=True))
     self.assertEqual(second.restored_from, summary["checkpoint"])
     self.assertEqual(second.frames, summary["frames"])

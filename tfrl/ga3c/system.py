@@ -307,12 +307,12 @@ class GA3C:
     if threading.current_thread() is threading.main_thread():
       for sig in (signal.SIGINT, signal.SIGTERM):
         handlers[sig] = signal.signal(sig, lambda *_: self.stop())
-    start_time = time.time()
-    last_stats = last_ckpt = last_adjust = start_time
     # Trace every loop once before the threads race to do it.
     self.agents.run_segment.get_concrete_function()
     self.predictor.predict.get_concrete_function()
     self.trainer.train.get_concrete_function()
+    start_time = time.time()
+    last_stats = last_ckpt = last_adjust = start_time
     try:
       self.set_worker_count("trainers", cfg.trainers)
       self.set_worker_count("predictors", cfg.predictors)
