@@ -1,4 +1,4 @@
-"""Dense vs block-circulant (b = 4..64) vs pruned layers, side by side.
+"""Dense vs block-circulant (b = 4..64; fft and matmul) vs pruned layers.
 
 For each size (fan_in = fan_out = n) and variant: forward + backward time of
 one batch (tf.function, median of --repeats after a warm-up), the stored
@@ -30,7 +30,10 @@ FLAGS = flags.FLAGS
 def _variants(block_sizes):
   yield "dense", tl.LayerSpec(kind="dense")
   for b in block_sizes:
-    yield f"circulant b={b}", tl.LayerSpec(kind="circulant", block_size=b)
+    yield f"circ b={b} fft", tl.LayerSpec(kind="circulant", block_size=b)
+  for b in block_sizes:
+    yield f"circ b={b} mm", tl.LayerSpec(kind="circulant", block_size=b,
+                                          circulant_method="matmul")
   yield "pruned 90%", tl.LayerSpec(kind="pruned", schedule="constant", target_sparsity=0.9)
   yield "pruned 2:4", tl.LayerSpec(kind="pruned", schedule="nm", nm=(2, 4))
 

@@ -20,7 +20,11 @@ class BlockCirculantDenseTest(tf.test.TestCase, parameterized.TestCase):
       ("block_bigger_than_sizes", 3, 5, 8),
   )
   def test_matches_dense_forward_and_gradient(self, fan_in, units, b):
-    layer = tl.BlockCirculantDense(units, b)
+    for method in ("fft", "matmul"):
+      self._check_matches_dense(fan_in, units, b, method)
+
+  def _check_matches_dense(self, fan_in, units, b, method):
+    layer = tl.BlockCirculantDense(units, b, method=method)
     x = tf.random.normal([6, fan_in], seed=1)
     layer(x)
     layer.bias.assign(tf.random.normal([units]))
@@ -73,6 +77,8 @@ class BlockCirculantDenseTest(tf.test.TestCase, parameterized.TestCase):
       tl.BlockCirculantDense(4, 0)
     with self.assertRaisesRegex(ValueError, "units"):
       tl.BlockCirculantDense(-1, 4)
+    with self.assertRaisesRegex(ValueError, "method"):
+      tl.BlockCirculantDense(4, 4, method="dct")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ VARIANTS = {
     "dense": ("dense", tl.LayerSpec(kind="dense"), [3, 64], False),
     "circulant_b8": ("dense", tl.LayerSpec(kind="circulant", block_size=8), [3, 64], True),
     "circulant_b5_padded": ("dense", tl.LayerSpec(kind="circulant", block_size=5), [3, 62], True),
+    "circulant_b8_matmul": ("dense", tl.LayerSpec(kind="circulant", block_size=8,
+                                                  circulant_method="matmul"), [3, 64], True),
     "pruned_constant": ("dense", tl.LayerSpec(kind="pruned", schedule="constant", **_WINDOW),
                         [3, 64], True),
     "pruned_polynomial": ("dense", tl.LayerSpec(kind="pruned", schedule="polynomial", **_WINDOW),
@@ -146,6 +148,9 @@ class CoverageTest(tf.test.TestCase):
     schedules = {spec.schedule for _, spec, _, _ in VARIANTS.values() if spec.kind == "pruned"}
     self.assertEqual(kinds, set(spec_lib.KINDS))
     self.assertEqual(schedules, set(spec_lib.SCHEDULES))
+    methods = {spec.circulant_method for _, spec, _, _ in VARIANTS.values()
+               if spec.kind == "circulant"}
+    self.assertEqual(methods, set(tl.circulant.METHODS))
 
   def test_every_layer_class_listed(self):
     public = {obj for _, obj in inspect.getmembers(tl, inspect.isclass)

@@ -13,6 +13,11 @@ Sizes that are not multiples of b are zero-padded (inputs) and sliced
 ops need it); the output is cast back to the input dtype. Gradients flow
 through `tf.signal.rfft` / `irfft`.
 
+`method="matmul"` computes the same function by materialising the kernel
+from the vectors (a gather) and one matmul; values and gradients are the
+same, the stored parameters are still in * out / b. On CPUs it is faster
+for small b (see benchmarks/layers.py); `fft` is the default.
+
 Conv layers have no circulant variant: `make_conv2d` builds a plain
 `Conv2D` for kind `circulant` (documented fallback).
 """
@@ -23,26 +28,34 @@ from tfrl.layers import base
 from tfrl.layers import dense
 
 
+METHODS = ("fft", "matmul")
+
+
 class BlockCirculantDense(base.Layer):
   """Dense layer whose kernel is block-circulant with block size b.
 
   Args:
     units: output size.
     block_size: b >= 1 (b = 1 is an ordinary dense layer, computed by FFT).
+    method: `fft` (rfft / irfft, one inverse FFT per output block) or
+      `matmul` (materialised kernel, same values and gradients).
     activation: None, a name or a callable.
     with_bias: whether to add a bias (a plain length-`units` vector).
     kernel_scale: multiplies the initial weights.
     name: module name.
   """
 
-  def __init__(self, units: int, block_size: int, *, activation=None, with_bias=True,
-               kernel_scale: float = 1.0, name=None):
+  def __init__(self, units: int, block_size: int, *, method: str = "fft", activation=None,
+               with_bias=True, kernel_scale: float = 1.0, name=None):
     super().__init__(activation=activation, name=name)
     cls = type(self).__name__
     base.check_positive_int("units", units, cls)
     base.check_positive_int("block_size", block_size, cls)
+    if method not in METHODS:
+      raise ValueError(f"{cls}: method must be one of {METHODS}, got {method!r}.")
     self.units = units
     self.block_size = block_size
+    self.method = method
     self.with_bias = with_bias
     self.kernel_scale = float(kernel_scale)
 
@@ -66,6 +79,11 @@ class BlockCirculantDense(base.Layer):
     dtype = flat.dtype
     b = self.block_size
     h = tf.cast(flat, tf.float32)
+    if self.method == "matmul":
+      y = tf.matmul(h, self.to_dense())
+      if self.with_bias:
+        y = y + self.bias
+      return restore(tf.cast(y, dtype))
     pad = self.in_blocks * b - self.input_size
     if pad:
       h = tf.pad(h, [[0, 0], [0, pad]])

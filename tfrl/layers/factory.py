@@ -46,7 +46,8 @@ def make_dense(units: int, spec: spec_lib.LayerSpec = spec_lib.LayerSpec(), *,
   if spec.kind == "dense":
     layer = dense.Dense(units, **kwargs)
   elif spec.kind == "circulant":
-    layer = circulant.BlockCirculantDense(units, spec.block_size, **kwargs)
+    layer = circulant.BlockCirculantDense(units, spec.block_size,
+                                          method=spec.circulant_method, **kwargs)
   elif spec.kind == "pruned":
     layer = pruned.PrunedDense(units, spec, **kwargs)
   else:

@@ -30,6 +30,9 @@ def define_layer_flags(flag_values: flags.FlagValues = flags.FLAGS):
   define("enum", "dense_layer", "dense", "Variant of every dense layer (conv: dense/pruned).",
          enum_values=list(spec_lib.KINDS))
   define("integer", "circulant_block_size", 8, "Block size b of block-circulant layers.")
+  define("enum", "circulant_method", "fft",
+         "Circulant compute: fft (rfft/irfft) or matmul (materialised kernel, same values).",
+         enum_values=["fft", "matmul"])
   define("float", "target_sparsity", 0.9,
          "Final sparsity of pruned layers (upper bound for reward_aware).")
   define("enum", "pruning_schedule", "polynomial", "Sparsity schedule of pruned layers.",
@@ -72,6 +75,7 @@ def layer_spec_from_flags(fv: flags.FlagValues = flags.FLAGS) -> spec_lib.LayerS
   return spec_lib.LayerSpec(
       kind=fv.dense_layer,
       block_size=fv.circulant_block_size,
+      circulant_method=fv.circulant_method,
       target_sparsity=fv.target_sparsity,
       schedule=fv.pruning_schedule,
       nm=_parse_nm(fv.nm),

@@ -61,7 +61,8 @@ class GSTDense(base.Layer):
     fan_in = int(input_shape[-1])
     if min(fan_in, self.units) >= self.spec.gst_min_dim:
       self.inner = circulant.BlockCirculantDense(
-          self.units, self.spec.block_size, name="circulant", **self._inner_kwargs)
+          self.units, self.spec.block_size, method=self.spec.circulant_method, name="circulant",
+          **self._inner_kwargs)
     else:
       self.inner = pruned.PrunedDense(
           self.units, self.spec.replace(kind="pruned", schedule="reward_aware"),

@@ -27,6 +27,8 @@ class LayerSpec:
       PrunedConv2D with `schedule`), or `gst` (circulant when both fan-in and
       fan-out are >= `gst_min_dim`, else pruned with the reward-aware schedule).
     block_size: circulant block size b (parameters = in * out / b).
+    circulant_method: `fft` (rfft / irfft) or `matmul` (materialised kernel,
+      same values and gradients; faster on CPU for small b).
     target_sparsity: final fraction of zero weights for `constant`,
       `polynomial`, `dst`; the upper bound for `reward_aware`. Ignored by `nm`
       (whose sparsity is 1 - N/M).
@@ -52,6 +54,7 @@ class LayerSpec:
 
   kind: str = "dense"
   block_size: int = 8
+  circulant_method: str = "fft"
   target_sparsity: float = 0.9
   schedule: str = "polynomial"
   nm: Tuple[int, int] = (2, 4)
@@ -73,6 +76,9 @@ class LayerSpec:
           f"LayerSpec.schedule must be one of {SCHEDULES}, got {self.schedule!r}.")
     if self.regrow not in REGROW:
       raise ValueError(f"LayerSpec.regrow must be one of {REGROW}, got {self.regrow!r}.")
+    if self.circulant_method not in ("fft", "matmul"):
+      raise ValueError(
+          f"LayerSpec.circulant_method must be fft or matmul, got {self.circulant_method!r}.")
     if not isinstance(self.block_size, int) or self.block_size < 1:
       raise ValueError(f"LayerSpec.block_size must be an int >= 1, got {self.block_size!r}.")
     for field in ("target_sparsity", "initial_sparsity"):
