@@ -7,10 +7,12 @@ import subprocess
 import sys
 import time
 
+from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
 from tfrl.ga3c import GA3C, GA3CConfig
+from tfrl.layers import LayerPlan, LayerSpec, layers_of
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))
@@ -86,6 +88,26 @@ class ExportTest(tf.test.TestCase):
     self.assertGreaterEqual(summary2["frames"], 2000)
     self.assertGreaterEqual(summary2["episodes"], summary["episodes"])
     self.assertGreater(summary2["train_steps"], summary["train_steps"])
+
+
+class LayerVariantTest(tf.test.TestCase, parameterized.TestCase):
+  test_session = None
+
+  @parameterized.parameters("pruned")
+  def test_layer_plan_swaps_dense_layers_and_exports(self, kind):
+    logdir = self.get_temp_dir()
+    plan = LayerPlan(default=LayerSpec(kind=kind, block_size=4,
+                                       target_sparsity=0.5, schedule="constant"))
+    system = GA3C(_cartpole_config(logdir, max_frames=400, layer_plan=plan,
+                                   hidden_sizes=(16, 16)))
+    self.assertTrue(any(kind in type(l).__name__.lower()
+                        for l in layers_of(system.network)))
+    summary = system.run()
+    self.assertGreater(summary["train_steps"], 0)
+    loaded = tf.saved_model.load(os.path.join(logdir, "saved_model"))
+    obs = np.ones([3, 4], np.float32)
+    logits, _ = system.network(obs)
+    self.assertAllClose(loaded(obs)["probs"], tf.nn.softmax(logits), atol=1e-5)
 
 
 class CommandLineTest(tf.test.TestCase):
