@@ -11,6 +11,10 @@ summed (GA3C) or averaged over the batch. The log-epsilon guard keeps the log
 finite when policy lag has driven a sampled action's probability to ~0.
 R_t is the n-step return bootstrapped from V(s_T); transitions that end an
 episode are kept and cut the bootstrap (GA3C's reference code drops them).
+The batched envs reset finished slots at once, so the observation after a
+truncation (frame cap) is already the next episode's: truncation is treated
+like termination (no bootstrap), which only matters for the rare capped
+episode.
 """
 
 import dataclasses

@@ -125,6 +125,9 @@ class GA3C:
     self.checkpoint_manager = tf.train.CheckpointManager(
         self.checkpoint, os.path.join(cfg.logdir, "checkpoints"), max_to_keep=3)
     self.restored_from = None
+    if cfg.resume and not self.checkpoint_manager.latest_checkpoint:
+      logging.warning("--resume: no checkpoint under %s; starting afresh.",
+                      cfg.logdir)
     if cfg.resume and self.checkpoint_manager.latest_checkpoint:
       self.restored_from = self.checkpoint_manager.latest_checkpoint
       self.checkpoint.restore(self.restored_from).assert_existing_objects_matched()
@@ -340,9 +343,10 @@ class GA3C:
           self.set_worker_count("predictors", np_)
           self.set_worker_count("trainers", nt)
     finally:
-      self.shutdown()
+      # A second Ctrl-C during shutdown gets the default behaviour.
       for sig, handler in handlers.items():
         signal.signal(sig, handler)
+      self.shutdown()
     if self._error is not None:
       raise self._error
     self.summary["seconds"] = time.time() - start_time
