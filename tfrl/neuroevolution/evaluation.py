@@ -85,43 +85,48 @@ class PipelinedEvaluator:
       with lock:
         return jobs.popleft() if jobs else None
 
+    cap_steps = None
+    if self.episode_frame_cap is not None:
+      cap_steps = -(-int(self.episode_frame_cap) // self.frames_per_step)
+
     def run_group(g, slots):
       try:
         size = len(slots)
         obs = obs_all[slots].copy()
-        job = [next_job() for _ in range(size)]
+        net = np.full(size, -1, np.int64)   # the job of each slot, -1 = idle
+        epi = np.zeros(size, np.int64)
+        for i in range(size):
+          job = next_job()
+          if job is not None:
+            net[i], epi[i] = job
         ret = np.zeros(size, np.float64)
         length = np.zeros(size, np.int64)
-        index = np.zeros(size, np.int32)
         while True:
-          active = np.array([j is not None for j in job])
-          if not active.any():
-            break
-          for i in range(size):
-            index[i] = job[i][0] if job[i] is not None else 0
-          actions = self._act(obs, index, active).numpy()
+          active = net >= 0
           rows = np.flatnonzero(active)
+          if rows.size == 0:
+            break
+          index = np.where(active, net, 0).astype(np.int32)
+          actions = self._act(obs, index, active).numpy()
           o, r, term, trunc = self.env.step(actions[rows], slots[rows])
-          o, r = o.numpy(), r.numpy()
-          done = term.numpy() | trunc.numpy()
-          obs[rows] = o
-          ret[rows] += r
+          obs[rows] = o.numpy()
+          ret[rows] += r.numpy()
           length[rows] += 1
-          steps[g] += len(rows)
-          capped = []
-          for k, i in enumerate(rows):
-            cap = (self.episode_frame_cap is not None and
-                   length[i] * self.frames_per_step >= self.episode_frame_cap)
-            if done[k] or cap:
-              net, ep = job[i]
-              returns[net, ep], lengths[net, ep] = ret[i], length[i]
-              ret[i], length[i] = 0.0, 0
-              job[i] = next_job()
-              if cap and not done[k] and job[i] is not None:
-                capped.append(i)
-          if capped:
-            capped = np.array(capped)
-            obs[capped] = self.env.reset(slots[capped]).numpy()
+          steps[g] += rows.size
+          done = term.numpy() | trunc.numpy()
+          capped = (length[rows] >= cap_steps) if cap_steps else np.zeros_like(done)
+          reset = []
+          for k in np.flatnonzero(done | capped):
+            i = rows[k]
+            returns[net[i], epi[i]], lengths[net[i], epi[i]] = ret[i], length[i]
+            ret[i], length[i] = 0.0, 0
+            job = next_job()
+            net[i], epi[i] = job if job is not None else (-1, 0)
+            if job is not None and not done[k]:
+              reset.append(i)  # capped mid-episode: start a fresh one.
+          if reset:
+            reset = np.array(reset)
+            obs[reset] = self.env.reset(slots[reset]).numpy()
       except BaseException as e:  # surfaced in the caller's thread.
         errors.append(e)
         with lock:

@@ -1,0 +1,137 @@
+"""GA generation frames/s on an Atari game next to the env-only frames/s.
+
+Side by side in one run, on the same `AtariEnv` slots:
+
+  * env-only: all slots stepped with random actions, nothing else;
+  * GA: whole generations (rebuild weights from seed chains, pipelined
+    evaluation with the population network, elite re-evaluation, selection)
+    for each network arch and slot-group count asked for.
+
+Frames are emulator frames (env steps x frame_skip). Episodes are capped at
+--episode_frame_cap frames so that a generation is short. The runs are
+interleaved over --rounds; each reports its best wall-clock frames/s and its
+median frames per process-CPU-second (robust when other processes share the
+machine).
+
+    python benchmarks/ga_throughput.py --game=pong --archs=small,large
+
+Prints a table and writes JSON (--output).
+"""
+
+import json
+import os
+import sys
+import time
+
+from absl import app
+from absl import flags
+import numpy as np
+import tensorflow as tf
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from tfrl.neuroevolution import evaluation  # pylint: disable=g-import-not-at-top
+from tfrl.neuroevolution import ga  # pylint: disable=g-import-not-at-top
+from tfrl.neuroevolution import noise as noise_lib  # pylint: disable=g-import-not-at-top
+from tfrl.neuroevolution import population_net as pn  # pylint: disable=g-import-not-at-top
+from tfrl.ops import population as pop_ops  # pylint: disable=g-import-not-at-top
+
+_GAME = flags.DEFINE_string("game", "pong", "Atari game.")
+_NUM_ENVS = flags.DEFINE_integer("num_envs", 32, "Env slots.")
+_POPULATION = flags.DEFINE_integer("population", 32, "GA population.")
+_ARCHS = flags.DEFINE_list("archs", ["small", "large"], "Population network archs.")
+_GROUPS = flags.DEFINE_list("slot_groups", ["1", "2"], "Slot-group counts to compare.")
+_GENERATIONS = flags.DEFINE_integer("rounds", 3, "Interleaved rounds (one generation per GA cell each).")
+_CAP = flags.DEFINE_integer("episode_frame_cap", 1000, "Frame cap per episode.")
+_ENV_SECONDS = flags.DEFINE_float("env_seconds", 10.0, "Env-only measuring time per round.")
+_OUTPUT = flags.DEFINE_string("output", "ga_throughput.json", "JSON results path.")
+
+
+def env_only(env, seconds):
+  """(wall frames/s, frames per process-CPU-second) of random-action stepping."""
+  rng = np.random.default_rng(0)
+  env.reset()
+  actions = tf.constant(rng.integers(0, env.num_actions, env.num_envs), tf.int32)
+  for _ in range(3):
+    env.step(actions)
+  steps, start, cpu = 0, time.perf_counter(), time.process_time()
+  while time.perf_counter() - start < seconds:
+    env.step(actions)[0].numpy()
+    steps += env.num_envs
+  frames = steps * env.frame_skip
+  return (frames / (time.perf_counter() - start),
+          frames / max(time.process_time() - cpu, 1e-9))
+
+
+def make_ga(env, arch, groups):
+  layout = pn.ParamLayout(pn.NetworkConfig(arch=arch), env.observation_shape,
+                          env.num_actions)
+  table = noise_lib.NoiseTable(0, max(1 << 22, 4 * layout.dim))
+  net = pn.PopulationNetwork(layout, _POPULATION.value)
+  evaluator = evaluation.PipelinedEvaluator(env, net, num_groups=groups,
+                                            episode_frame_cap=_CAP.value)
+  config = ga.GAConfig(population=_POPULATION.value, truncation=10,
+                       mutation_power=0.002, elite_candidates=2, elite_episodes=1)
+  algo = ga.GeneticAlgorithm(config, layout, table, net, evaluator)
+  algo.step()  # warm-up: tracing, first weights
+  return algo
+
+
+def ga_generation(algo):
+  """(wall frames/s, eval-only frames/s, frames per CPU-second) of one generation."""
+  cpu = time.process_time()
+  m = algo.step()
+  cpu = time.process_time() - cpu
+  return (m["generation_frames"] / m["generation_seconds"],
+          m["generation_frames"] / m["eval_seconds"],
+          m["generation_frames"] / max(cpu, 1e-9))
+
+
+def main(argv):
+  del argv
+  pop_ops.load_library()
+  from tfrl.envs import AtariEnv  # pylint: disable=import-outside-toplevel
+  env = AtariEnv(_GAME.value, _NUM_ENVS.value, seed=0)
+  print(f"game={_GAME.value} slots={_NUM_ENVS.value} population={_POPULATION.value} "
+        f"frame_skip={env.frame_skip} cap={_CAP.value} cpus={os.cpu_count()}", flush=True)
+  cells = {(arch, int(g)): make_ga(env, arch, int(g))
+           for arch in _ARCHS.value for g in _GROUPS.value}
+  results = {"env-only": []}
+  results.update({key: [] for key in cells})
+  # Interleaved rounds, so that load from other processes hits every run alike;
+  # the best wall-clock round and the median CPU efficiency are reported.
+  for rnd in range(_GENERATIONS.value):
+    results["env-only"].append(env_only(env, _ENV_SECONDS.value) + (None,))
+    for key, algo in cells.items():
+      wall, evalonly, per_cpu = ga_generation(algo)
+      results[key].append((wall, per_cpu, evalonly))
+    print(f"round {rnd + 1}: " + ", ".join(
+        f"{k if isinstance(k, str) else f'{k[0]}/g{k[1]}'} {v[-1][0]:.0f}"
+        for k, v in results.items()), flush=True)
+  base_wall = max(r[0] for r in results["env-only"])
+  base_cpu = float(np.median([r[1] for r in results["env-only"]]))
+  header = (f"{'run':<22} | {'best frames/s':>13} | {'frames/CPU-s':>12} | "
+            f"{'wall vs env':>11} | {'CPU-eff. vs env':>15}")
+  print(header)
+  print("-" * len(header))
+  rows = []
+  for key, runs in results.items():
+    wall = max(r[0] for r in runs)
+    per_cpu = float(np.median([r[1] for r in runs]))
+    name = key if isinstance(key, str) else f"GA {key[0]} groups={key[1]}"
+    rows.append({"run": name, "best_frames_per_s": wall, "frames_per_cpu_second": per_cpu,
+                 "wall_ratio_to_env_only": wall / base_wall,
+                 "cpu_efficiency_ratio_to_env_only": per_cpu / base_cpu,
+                 "rounds": [list(r) for r in runs]})
+    print(f"{name:<22} | {wall:>13.0f} | {per_cpu:>12.0f} | {wall / base_wall:>11.2f} | "
+          f"{per_cpu / base_cpu:>15.2f}")
+  with open(_OUTPUT.value, "w") as f:
+    json.dump({"game": _GAME.value, "num_envs": _NUM_ENVS.value,
+               "population": _POPULATION.value, "episode_frame_cap": _CAP.value,
+               "cpus": os.cpu_count(), "results": rows}, f, indent=1)
+  print(f"wrote {_OUTPUT.value}")
+  env.close()
+
+
+if __name__ == "__main__":
+  app.run(main)
