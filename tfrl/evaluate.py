@@ -106,9 +106,10 @@ def make_env(game, env_id, num_envs, seed, render=False):
 
 def _render_frame(env, obs_row):
   """An RGB uint8 frame of slot 0 for the GIF."""
-  if hasattr(env, "_envs"):  # GymEnv with render_mode="rgb_array".
+  gym_envs = getattr(env, "_envs", None)
+  if gym_envs and getattr(gym_envs[0], "render_mode", None) == "rgb_array":
     try:
-      frame = env._envs[0].render()  # pylint: disable=protected-access
+      frame = gym_envs[0].render()
     except Exception:  # pylint: disable=broad-except
       frame = None  # e.g. pygame missing: draw the observation instead.
     if frame is not None:
