@@ -179,6 +179,7 @@ class GA3C:
     self._profiling = False
     self._profile_done = False
     self.profile_dir = None
+    self._adjust_last = None  # (trained samples, time) at the last trial.
     self.summary: Dict = {}
 
   # -- State ----------------------------------------------------------------
@@ -355,7 +356,7 @@ class GA3C:
   def _adjust_rate(self) -> float:
     samples = int(self.counters["train_samples"].numpy())
     now = time.time()
-    last = getattr(self, "_adjust_last", None)
+    last = self._adjust_last
     self._adjust_last = (samples, now)
     if last is None:
       return 0.0
