@@ -83,7 +83,7 @@ class ConformanceTest(tf.test.TestCase, parameterized.TestCase):
   test_session = None  # tf.test.TestCase helper, not a test.
 
   @parameterized.named_parameters(*[(n, n) for n in VARIANTS])
-  def test_tf_function_and_checkpoint(self, name):
+  def test_tf_function_checkpoint_saved_model_packed(self, name):
     layer, x = _build(name)
     _warm(layer)
     eager = layer(x)
@@ -107,11 +107,9 @@ class ConformanceTest(tf.test.TestCase, parameterized.TestCase):
     other, _ = _build(name)
     tf.train.Checkpoint(layer=other).restore(path).assert_consumed()
     self.assertAllClose(other(x), after, atol=1e-5)
+    self._check_saved_model_and_packed_export(name, layer, x)
 
-  @parameterized.named_parameters(*[(n, n) for n in VARIANTS])
-  def test_saved_model_and_packed_export(self, name):
-    layer, x = _build(name)
-    _warm(layer)
+  def _check_saved_model_and_packed_export(self, name, layer, x):
     expected = layer(x)
     shape = VARIANTS[name][2]
     live_dir = os.path.join(self.get_temp_dir(), name, "live")
