@@ -9,22 +9,29 @@ from tfrl import optimizers
 from tfrl.layers import schedules
 
 
-def _train(layer, steps, x, optimizer=None, grads_to_hook=False):
-  optimizer = optimizer or optimizers.Adam(1e-2)
+_STEPS = {}
+
+
+def _train(layer, steps, x, grads_to_hook=False):
+  """Runs `steps` Adam steps + after_update (one traced function per layer)."""
   layer(x)
+  if id(layer) not in _STEPS:
+    optimizer = optimizers.Adam(1e-2)
 
-  @tf.function
-  def step():
-    with tf.GradientTape() as tape:
-      loss = tf.reduce_mean(tf.square(layer(x) - 1.0))
-    variables = layer.trainable_variables
-    grads = tape.gradient(loss, variables)
-    optimizer.apply(grads, variables)
-    tl.after_update(layer, list(zip(grads, variables)) if grads_to_hook else None)
-    return loss
+    @tf.function
+    def step(inp):
+      with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.square(layer(inp) - 1.0))
+      variables = layer.trainable_variables
+      grads = tape.gradient(loss, variables)
+      optimizer.apply(grads, variables)
+      tl.after_update(layer, list(zip(grads, variables)) if grads_to_hook else None)
+      return loss
 
+    _STEPS[id(layer)] = (layer, step)
+  step = _STEPS[id(layer)][1]
   for _ in range(steps):
-    step()
+    step(x)
 
 
 class PrunedTest(tf.test.TestCase, parameterized.TestCase):
