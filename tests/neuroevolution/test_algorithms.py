@@ -72,9 +72,9 @@ class AlgorithmTest(tf.test.TestCase):
   test_session = None  # tf.test.TestCase's deprecated helper, not a test.
 
   def test_ga_solves_cartpole(self):
-    env, layout, net, evaluator, table, spec = _setup(32)
-    config = ga.GAConfig(population=32, truncation=8, mutation_power=0.1,
-                         elite_candidates=4, elite_episodes=5, seed=1)
+    env, layout, net, evaluator, table, spec = _setup(24, groups=1)  # deterministic
+    config = ga.GAConfig(population=24, truncation=6, mutation_power=0.1,
+                         elite_candidates=3, elite_episodes=3, seed=1)
     algo = ga.GeneticAlgorithm(config, layout, table, net, evaluator)
     history = runner.run(algo, runner.RunConfig(
         logdir=self.get_temp_dir() + "/ga", generations=15, export=False,
@@ -86,9 +86,12 @@ class AlgorithmTest(tf.test.TestCase):
     env.close()
 
   def test_es_solves_cartpole(self):
-    env, layout, net, evaluator, table, spec = _setup(32, hidden=())
-    config = es.ESConfig(population=32, sigma=0.05, learning_rate=0.1, l2=0.005,
-                         center_episodes=5, seed=2)
+    # One slot group: jobs reach slots in a fixed order, so the run is
+    # deterministic (two groups race for jobs).
+    env, layout, net, evaluator, table, spec = _setup(32, hidden=(), groups=1)
+    # (Seeds 0-3 all reach 195 within 15 generations with these settings.)
+    config = es.ESConfig(population=32, sigma=0.1, learning_rate=0.1, l2=0.005,
+                         center_episodes=5, seed=0)
     algo = es.EvolutionStrategy(config, layout, table, net, evaluator)
     history = runner.run(algo, runner.RunConfig(
         logdir=self.get_temp_dir() + "/es", generations=30, export=False,

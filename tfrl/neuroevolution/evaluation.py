@@ -62,9 +62,18 @@ class PipelinedEvaluator:
     self.episode_frame_cap = episode_frame_cap
     obs_shape = tuple(env.observation_shape)
     obs_dtype = getattr(env, "observation_dtype", tf.uint8)
-    self._act = tf.function(network.act, input_signature=[
+
+    def act_and_step(obs, index, active, rows, env_indices):
+      # One graph call per group step: forward of the group's fixed-size batch
+      # (inactive rows masked out in the op), then the env step of its running
+      # slots only.
+      actions = network.act(obs, index, active)
+      return env.step(tf.gather(actions, rows), env_indices)
+
+    self._act_and_step = tf.function(act_and_step, input_signature=[
         tf.TensorSpec((None,) + obs_shape, obs_dtype),
-        tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.bool)])
+        tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.bool),
+        tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int32)])
 
   def evaluate(self, num_networks: int, episodes: int = 1) -> EvalResult:
     """Plays `episodes` episodes with each of networks 0..num_networks-1."""
@@ -107,8 +116,8 @@ class PipelinedEvaluator:
           if rows.size == 0:
             break
           index = np.where(active, net, 0).astype(np.int32)
-          actions = self._act(obs, index, active).numpy()
-          o, r, term, trunc = self.env.step(actions[rows], slots[rows])
+          o, r, term, trunc = self._act_and_step(obs, index, active,
+                                                 rows.astype(np.int32), slots[rows])
           obs[rows] = o.numpy()
           ret[rows] += r.numpy()
           length[rows] += 1

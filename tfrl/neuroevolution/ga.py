@@ -98,7 +98,9 @@ class GeneticAlgorithm:
     frames = res.frames
     order = np.argsort(-fitness, kind="stable")
 
-    candidates = [pop[i] for i in order[:cfg.elite_candidates]]
+    top = min(cfg.elite_candidates,
+              self.network.capacity - (0 if self.elite is None else 1))
+    candidates = [pop[i] for i in order[:top]]
     if self.elite is not None and self.elite not in candidates:
       candidates.append(self.elite)
     self.network.load(self.builder.build_many(candidates))
