@@ -2,11 +2,13 @@
 
 Every weight carries a leading population dimension ([P, K, N] kernels, [P, N]
 biases). A batch row b is evaluated by network `index[b]`, and only rows with
-`active[b]` cost arithmetic: dense layers and convolutions (im2col with
-`tf.image.extract_patches`, K = kh * kw * c_in) both go through the masked
-heterogeneous batching ops of `tfrl.ops.population` (`population_matmul`;
-convolutions use `population_conv2d`, the same grouped GEMM reading the patches
-in place; the pure-TF reference path does the im2col explicitly); biases are
+`active[b]` cost arithmetic. Dense layers go through the masked heterogeneous
+batching op `tfrl.ops.population.population_matmul`; convolutions through
+`population_conv2d`, the same grouped GEMM reading the im2col patches
+(K = kh * kw * c_in, ordered as a conv2d kernel) in place from the image, so
+no patch buffer is written. On the pure-TF reference path (`use_op=False`,
+or when the op library is not built) the im2col is explicit
+(`tf.image.extract_patches`) followed by tf.gather + tf.matmul. Biases are
 added by gather.
 
 Architectures (`NetworkConfig.arch`):
