@@ -83,8 +83,11 @@ class PipelinedEvaluator:
     start = time.time()
     returns = np.zeros((num_networks, episodes), np.float64)
     lengths = np.zeros((num_networks, episodes), np.int64)
-    jobs = collections.deque((net, ep) for ep in range(episodes)
-                             for net in range(num_networks))
+    # Network-major order: the episodes of one network run side by side, so
+    # the op computes them as one GEMM and reads that network's weights once
+    # per step (on a CPU the dense layers are bound by weight bandwidth).
+    jobs = collections.deque((net, ep) for net in range(num_networks)
+                             for ep in range(episodes))
     lock = threading.Lock()
     steps = [0] * len(self.groups)
     errors: List[BaseException] = []
