@@ -42,6 +42,8 @@ class BazelBuildTest(tf.test.TestCase):
                    check=True, capture_output=True, timeout=1200)
     build = subprocess.run([bazel, "build", "//:ops"], cwd=ROOT, capture_output=True,
                            text=True, timeout=1800)
+    # Leave no Bazel server running after the test.
+    subprocess.run([bazel, "shutdown"], cwd=ROOT, capture_output=True, timeout=120)
     self.assertEqual(build.returncode, 0, build.stderr[-3000:])
     library = os.path.join(ROOT, "bazel-bin", "custom_ops", "_ale_ops.so")
     self.assertTrue(os.path.exists(library))
