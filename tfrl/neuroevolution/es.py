@@ -18,6 +18,8 @@ from typing import Dict
 
 import numpy as np
 
+from tfrl.neuroevolution.metrics import generation_metrics
+
 
 def centered_ranks(x: np.ndarray) -> np.ndarray:
   """Ranks of x scaled to [-0.5, 0.5] (ties broken by position)."""
@@ -122,22 +124,10 @@ class EvolutionStrategy:
     self.network.load(self.theta[None])
     center = self.evaluator.evaluate(1, cfg.center_episodes)
     self.elite_score = float(center.fitness[0])
-    frames = res.frames + center.frames
-    self.generation += 1
-    self.frames += frames
-    seconds = time.time() - start
-    return {
-        "generation": self.generation,
-        "best": float(fitness.max()),
-        "mean": float(fitness.mean()),
-        "elite": self.elite_score,
-        "frames": self.frames,
-        "generation_frames": frames,
-        "frames_per_second": frames / max(seconds, 1e-9),
-        "generation_seconds": seconds,
-        "eval_seconds": res.seconds + center.seconds,
-        "grad_norm": float(np.linalg.norm(grad)),
-    }
+    metrics = generation_metrics(self, fitness, res.frames + center.frames, start,
+                                 res.seconds + center.seconds)
+    metrics["grad_norm"] = float(np.linalg.norm(grad))
+    return metrics
 
   def elite_params(self) -> np.ndarray:
     return self.theta.copy()

@@ -20,6 +20,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from tfrl.neuroevolution import genome as genome_lib
+from tfrl.neuroevolution.metrics import generation_metrics
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,20 +122,8 @@ class GeneticAlgorithm:
       children = [self.elite] + [parents[c].child(o, cfg.mutation_power)
                                  for c, o in zip(choice, offsets)]
     self.population = children
-    self.generation += 1
-    self.frames += frames
-    seconds = time.time() - start
-    return {
-        "generation": self.generation,
-        "best": float(fitness.max()),
-        "mean": float(fitness.mean()),
-        "elite": self.elite_score,
-        "frames": self.frames,
-        "generation_frames": frames,
-        "frames_per_second": frames / max(seconds, 1e-9),
-        "generation_seconds": seconds,
-        "eval_seconds": res.seconds + elite_res.seconds,
-    }
+    return generation_metrics(self, fitness, frames, start,
+                              res.seconds + elite_res.seconds)
 
   def elite_params(self) -> np.ndarray:
     if self.elite is None:
