@@ -6,7 +6,10 @@
 #   STEPS=20000 START=5000 benchmarks/gst_halfcheetah.sh   # a short smoke budget
 #
 # Env: STEPS (env steps, default 1000000), START (random steps, default
-# 10000), OUT (default /tmp/tfrl_gst_halfcheetah), SEED (0), PYTHON.
+# 10000), OUT (default /tmp/tfrl_gst_halfcheetah), SEED (0), PYTHON,
+# PARALLEL (1: all runs at once under `nice`, one TF thread each; default 0).
+# Methods: dense, iterative (Zhu & Gupta) pruning to 90 %, GST with b=16 and
+# GST with b=32 circulant hidden layers.
 # The return is the mean of 5 deterministic episodes after training.
 # Pruning schedules count training iterations (= STEPS - START); both
 # iterative pruning and GST's reward-aware pruning end at 80 % of them.
@@ -22,21 +25,33 @@ END=$((ITERS * 8 / 10))
 FREQ=$((ITERS / 40 > 1000 ? 1000 : (ITERS / 40 > 0 ? ITERS / 40 : 1)))
 common=(--total_steps="$STEPS" --start_steps="$START" --seed="$SEED" --eval_every=0
         --eval_episodes=5 --checkpoint_every="$STEPS" --log_every=$((STEPS / 20))
-        --pruning_begin=0 --pruning_end="$END" --pruning_frequency="$FREQ")
+        --pruning_begin=0 --pruning_end="$END" --pruning_frequency="$FREQ" --jit_compile)
+PARALLEL=${PARALLEL:-0}
+methods=(dense iterative_pruning gst gst_b32)
+declare -A flagfile=([dense]=td3_halfcheetah [iterative_pruning]=td3_halfcheetah_pruning
+                     [gst]=td3_halfcheetah_gst [gst_b32]=td3_halfcheetah_gst_b32)
 mkdir -p "$OUT"
 run() {
-  local name=$1; shift
+  local name=$1
   echo "== $name" >&2
-  PYTHONPATH=. "$PYTHON" -m tfrl.td3 "$@" "${common[@]}" --logdir="$OUT/$name" \
-    > "$OUT/$name.log" 2>&1 || { tail -20 "$OUT/$name.log" >&2; exit 1; }
+  PYTHONPATH=. "$PYTHON" -m tfrl.td3 --flagfile="flags/${flagfile[$name]}.flags" "${common[@]}" \
+    --logdir="$OUT/$name" > "$OUT/$name.log" 2>&1 || { tail -20 "$OUT/$name.log" >&2; return 1; }
 }
-run dense --flagfile=flags/td3_halfcheetah.flags
-run iterative_pruning --flagfile=flags/td3_halfcheetah_pruning.flags
-run gst --flagfile=flags/td3_halfcheetah_gst.flags
+if [[ "$PARALLEL" == 1 ]]; then
+  # Separate processes share the cores; one intra-op thread each avoids
+  # oversubscription, `nice` keeps the machine usable meanwhile.
+  export TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1
+  pids=()
+  for m in "${methods[@]}"; do nice -n 10 bash -c "$(declare -f run); $(declare -p common flagfile); \
+    OUT='$OUT' PYTHON='$PYTHON' run $m" & pids+=($!); done
+  for p in "${pids[@]}"; do wait "$p"; done
+else
+  for m in "${methods[@]}"; do run "$m"; done
+fi
 "$PYTHON" - "$OUT" "$STEPS" <<'PY'
 import json, sys
 out, steps = sys.argv[1], int(sys.argv[2])
-rows = {n: json.load(open(f"{out}/{n}/summary.json")) for n in ("dense", "iterative_pruning", "gst")}
+rows = {n: json.load(open(f"{out}/{n}/summary.json")) for n in ("dense", "iterative_pruning", "gst", "gst_b32")}
 print(f"TD3 HalfCheetah-v5, {steps} env steps, seed as given")
 print(f"{'method':<18} {'eval return':>11} {'train ret(10)':>13} {'avg compr.':>10} "
       f"{'final compr.':>12} {'stored params':>13} {'policy bytes':>12} {'wall s':>7}")
