@@ -2,6 +2,7 @@
 
     python -m tfrl.es --flagfile=flags/es_pong.flags
     python -m tfrl.es --env=CartPole-v1 --population=32 --generations=20
+    python -m tfrl.es --flagfile=flags/es_pong.flags --virtual_batch_norm
 """
 
 from absl import app
@@ -9,6 +10,7 @@ from absl import flags
 
 from tfrl.neuroevolution import cli
 from tfrl.neuroevolution import es
+from tfrl.neuroevolution import vbn
 
 FLAGS = flags.FLAGS
 cli.define_common_flags()
@@ -17,6 +19,12 @@ flags.DEFINE_float("learning_rate", 0.01, "Adam step size.")
 flags.DEFINE_float("l2", 0.005, "L2 weight decay coefficient.")
 flags.DEFINE_integer("center_episodes", 5, "Episodes of the centre's evaluation (elite score).")
 flags.DEFINE_boolean("fitness_shaping", True, "Centered ranks instead of raw returns.")
+flags.DEFINE_boolean("virtual_batch_norm", False,
+                     "Virtual batch norm (Salimans et al. 2017): normalize every hidden "
+                     "layer of every evaluated network by its own statistics on a fixed "
+                     "reference batch from random play, collected once per run.")
+flags.DEFINE_integer("vbn_reference_size", vbn.VBNConfig.reference_size,
+                     "Observations in the virtual batch norm reference batch.")
 
 
 def main(argv):
@@ -24,11 +32,16 @@ def main(argv):
   if FLAGS.population % 2:
     raise app.UsageError(f"--population must be even for mirrored sampling, got "
                          f"{FLAGS.population}.")
+  if FLAGS.virtual_batch_norm and FLAGS.vbn_reference_size < 2:
+    raise app.UsageError(f"--vbn_reference_size must be >= 2, got "
+                         f"{FLAGS.vbn_reference_size}.")
+  vbn_config = (vbn.VBNConfig(reference_size=FLAGS.vbn_reference_size)
+                if FLAGS.virtual_batch_norm else None)
   config = es.ESConfig(
       population=FLAGS.population, sigma=FLAGS.sigma, learning_rate=FLAGS.learning_rate,
       l2=FLAGS.l2, episodes_per_eval=FLAGS.episodes_per_eval,
       center_episodes=FLAGS.center_episodes, fitness_shaping=FLAGS.fitness_shaping,
-      seed=FLAGS.seed)
+      seed=FLAGS.seed, vbn=vbn_config)
   cli.main_for(lambda s: es.EvolutionStrategy(config, s.layout, s.table, s.network,
                                               s.evaluator))
 

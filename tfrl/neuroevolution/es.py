@@ -9,15 +9,21 @@ gradient estimate is
 
 and Adam ascends it with L2 weight decay (theta <- theta + Adam(g - l2 theta)).
 The centre is evaluated on `center_episodes` episodes and is the elite.
-Virtual batch norm (optional in the paper) is not implemented.
+
+Optional virtual batch norm (`ESConfig.vbn`, see `vbn.py`): a reference batch
+of observations from random play is collected once, before the first
+generation (and kept in the checkpoint); every evaluated network, each
+perturbation and the centre, is normalized by its own statistics on that
+batch. The exported elite is the centre with its statistics baked in.
 """
 
 import dataclasses
 import time
-from typing import Dict
+from typing import Dict, Optional
 
 import numpy as np
 
+from tfrl.neuroevolution import vbn as vbn_lib
 from tfrl.neuroevolution.metrics import generation_metrics
 
 
@@ -72,6 +78,7 @@ class ESConfig:
   center_episodes: int = 5
   fitness_shaping: bool = True  # centered ranks
   seed: int = 0
+  vbn: Optional[vbn_lib.VBNConfig] = None  # virtual batch norm (None: off)
 
   def __post_init__(self):
     if self.population < 2 or self.population % 2:
@@ -80,10 +87,17 @@ class ESConfig:
       raise ValueError("ES needs sigma > 0, learning_rate > 0, l2 >= 0.")
     if self.episodes_per_eval < 1 or self.center_episodes < 1:
       raise ValueError("episodes_per_eval and center_episodes must be >= 1.")
+    if self.vbn is not None and not isinstance(self.vbn, vbn_lib.VBNConfig):
+      raise ValueError(f"ESConfig.vbn must be a VBNConfig or None, got {self.vbn!r}.")
 
 
 class EvolutionStrategy:
-  """OpenAI-ES; same interface as `GeneticAlgorithm` (step / state / restore)."""
+  """OpenAI-ES; same interface as `GeneticAlgorithm` (step / state / restore).
+
+  `layout` and `elite_params()` describe the exported elite: without VBN the
+  genome layout and the centre; with VBN a `vbn.NormalizedLayout` and the
+  centre followed by its statistics. `genome_layout` is the searched genome.
+  """
 
   name = "es"
 
@@ -92,7 +106,8 @@ class EvolutionStrategy:
       raise ValueError(f"network capacity {network.capacity} < population "
                        f"{config.population}.")
     self.config = config
-    self.layout = layout
+    self.genome_layout = layout
+    self.layout = vbn_lib.NormalizedLayout(layout) if config.vbn else layout
     self.table = table
     self.network = network
     self.evaluator = evaluator
@@ -103,25 +118,47 @@ class EvolutionStrategy:
     self.generation = 0
     self.frames = 0
     self.elite_score = -np.inf
+    self.vbn: Optional[vbn_lib.VirtualBatchNorm] = None  # built on the first step
+    self._elite_stats: Optional[np.ndarray] = None
+
+  def _ensure_reference(self) -> None:
+    """Collects the VBN reference batch by random play (once per run)."""
+    if self.config.vbn is None or self.vbn is not None:
+      return
+    cfg = self.config.vbn
+    rng = np.random.default_rng([self.config.seed, 0, 2])
+    reference = vbn_lib.collect_reference_batch(self.evaluator.env, cfg.reference_size,
+                                                rng, cfg.keep_probability)
+    self.vbn = vbn_lib.VirtualBatchNorm(self.network, reference, cfg)
+
+  def _load(self, flat: np.ndarray) -> Optional[np.ndarray]:
+    """Loads [n, D] genomes; with VBN normalizes them, returning their statistics."""
+    self.network.load(flat)
+    if self.vbn is None:
+      return None
+    return self.vbn.apply(flat.shape[0])
 
   def step(self) -> Dict[str, float]:
     cfg = self.config
     start = time.time()
+    self._ensure_reference()
     pairs = cfg.population // 2
     rng = np.random.default_rng([cfg.seed, self.generation + 1, 1])
-    offsets = self.table.sample_offsets(rng, self.layout.dim, pairs)
-    noise = np.stack([self.table.get(int(o), self.layout.dim) for o in offsets])
-    flat = np.empty((cfg.population, self.layout.dim), np.float32)
+    dim = self.genome_layout.dim
+    offsets = self.table.sample_offsets(rng, dim, pairs)
+    noise = np.stack([self.table.get(int(o), dim) for o in offsets])
+    flat = np.empty((cfg.population, dim), np.float32)
     flat[0::2] = self.theta + np.float32(cfg.sigma) * noise
     flat[1::2] = self.theta - np.float32(cfg.sigma) * noise
-    self.network.load(flat)
+    self._load(flat)
     res = self.evaluator.evaluate(cfg.population, cfg.episodes_per_eval)
     fitness = res.fitness
     shaped = centered_ranks(fitness) if cfg.fitness_shaping else fitness
     grad = estimate_gradient(noise, shaped[0::2], shaped[1::2], cfg.sigma)
     self.theta = self.adam.ascent(self.theta, grad - cfg.l2 * self.theta)
 
-    self.network.load(self.theta[None])
+    stats = self._load(self.theta[None])
+    self._elite_stats = None if stats is None else stats[0]
     center = self.evaluator.evaluate(1, cfg.center_episodes)
     self.elite_score = float(center.fitness[0])
     metrics = generation_metrics(self, fitness, res.frames + center.frames, start,
@@ -130,9 +167,18 @@ class EvolutionStrategy:
     return metrics
 
   def elite_params(self) -> np.ndarray:
-    return self.theta.copy()
+    """The exported elite's flat vector (see `layout`)."""
+    if self.config.vbn is None:
+      return self.theta.copy()
+    if self._elite_stats is None:  # e.g. just restored: recompute for the centre.
+      self._ensure_reference()
+      self._elite_stats = self._load(self.theta[None])[0]
+    return np.concatenate([self.theta, self._elite_stats])
 
   def state(self):
+    arrays = {"theta": self.theta, "adam_m": self.adam.m, "adam_v": self.adam.v}
+    if self.vbn is not None:
+      arrays["vbn_reference"] = self.vbn.reference
     return ({
         "algorithm": self.name,
         "generation": self.generation,
@@ -140,17 +186,24 @@ class EvolutionStrategy:
         "config": dataclasses.asdict(self.config),
         "noise_seed": self.table.seed,
         "noise_size": self.table.size,
-        "param_dim": self.layout.dim,
+        "param_dim": self.genome_layout.dim,
         "adam_t": self.adam.t,
         "elite_score": self.elite_score,
-    }, {"theta": self.theta, "adam_m": self.adam.m, "adam_v": self.adam.v})
+        "virtual_batch_norm": self.vbn is not None,
+    }, arrays)
 
   def restore(self, state: dict, arrays) -> None:
     if state.get("algorithm") != self.name:
       raise ValueError(f"checkpoint is for {state.get('algorithm')!r}, not {self.name!r}.")
-    if state["param_dim"] != self.layout.dim or arrays["theta"].shape != (self.layout.dim,):
+    dim = self.genome_layout.dim
+    if state["param_dim"] != dim or arrays["theta"].shape != (dim,):
       raise ValueError(f"checkpoint parameter dimension {state['param_dim']} does not "
-                       f"match the network's {self.layout.dim}.")
+                       f"match the network's {dim}.")
+    saved_vbn = "vbn_reference" in arrays
+    if saved_vbn != (self.config.vbn is not None):
+      raise ValueError(
+          f"checkpoint was trained {'with' if saved_vbn else 'without'} virtual batch "
+          f"norm; resume it {'with' if saved_vbn else 'without'} --virtual_batch_norm.")
     self.generation = int(state["generation"])
     self.frames = int(state["frames"])
     self.elite_score = float(state["elite_score"])
@@ -158,3 +211,7 @@ class EvolutionStrategy:
     self.adam.m = arrays["adam_m"].astype(np.float32)
     self.adam.v = arrays["adam_v"].astype(np.float32)
     self.adam.t = int(state["adam_t"])
+    self._elite_stats = None
+    if saved_vbn:
+      self.vbn = vbn_lib.VirtualBatchNorm(self.network, arrays["vbn_reference"],
+                                          self.config.vbn)

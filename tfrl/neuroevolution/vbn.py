@@ -1,0 +1,255 @@
+"""Virtual batch normalization for population networks (Salimans et al. 2016, 2017).
+
+OpenAI-ES (Salimans et al. 2017, section 2.2) uses virtual batch norm to make
+Atari policies sensitive to small parameter perturbations: a *reference
+batch* of observations is chosen once at the start of training, and every
+hidden layer's pre-activations are normalized by the mean and variance they
+have on that batch *in the network being evaluated*. Every perturbed network
+of a generation gets its own statistics, from running the reference batch
+through it.
+
+For hidden layer l of network p, with pre-bias output y = x W_p (statistics
+per output unit; for convolutions per channel, over the reference rows and
+the spatial positions):
+
+    mu_p, var_p = mean and variance of y over the reference batch
+    h = relu((y - mu_p) / sqrt(var_p + epsilon) + b_p)     # b_p: the layer's bias
+
+The layer's own bias is batch norm's learned shift; there is no separate
+learned scale (ReLU is positively homogeneous, so the next layer's weights
+absorb it), so the genome is unchanged. The policy (logit) layer is not
+normalized. The statistics of layer l are taken with the layers before it
+already normalized, as in batch norm.
+
+The statistics are constants while a network plays, so the normalization is
+folded into its weights, per output unit: W'_p = W_p * s_p and
+b'_p = b_p - mu_p * s_p with s_p = 1 / sqrt(var_p + epsilon). `apply` writes
+the folded weights into the `PopulationNetwork`'s variables, so the batched
+population forward runs the normalized networks at no cost per step;
+`NormalizedLayout` expands a flat vector (genome followed by its statistics)
+into the same folded weights, which is how the exported elite carries its
+normalization (baked into the kernels and biases of a plain network).
+
+Usage:
+    reference = collect_reference_batch(env, 128, rng)     # once per run
+    norm = VirtualBatchNorm(network, reference)
+    network.load(flat)                                      # [n, D] genomes
+    stats = norm.apply(n)                                   # [n, S], folded in
+"""
+
+import dataclasses
+from typing import List, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from tfrl.neuroevolution import population_net
+from tfrl.ops import population as pop_ops
+
+
+@dataclasses.dataclass(frozen=True)
+class VBNConfig:
+  """Virtual batch norm settings.
+
+  Attributes:
+    reference_size: observations in the reference batch.
+    keep_probability: random-action play keeps each observation of each env
+      slot with this probability, so that the batch spreads over episodes
+      rather than holding only their first frames (OpenAI-ES kept frames of
+      random play with probability 0.01).
+    epsilon: added to the variance.
+    max_rows: rows (networks x reference_size) per statistics call; bounds
+      the memory of the statistics pass.
+  """
+
+  reference_size: int = 128
+  keep_probability: float = 0.01
+  epsilon: float = 1e-5
+  max_rows: int = 1024
+
+  def __post_init__(self):
+    if isinstance(self.reference_size, bool) or int(self.reference_size) < 2:
+      raise ValueError(f"VBN reference_size must be >= 2, got {self.reference_size!r}.")
+    if not 0.0 < self.keep_probability <= 1.0:
+      raise ValueError(
+          f"VBN keep_probability must be in (0, 1], got {self.keep_probability!r}.")
+    if self.epsilon <= 0:
+      raise ValueError(f"VBN epsilon must be > 0, got {self.epsilon!r}.")
+    if self.max_rows < 1:
+      raise ValueError(f"VBN max_rows must be >= 1, got {self.max_rows!r}.")
+
+
+def collect_reference_batch(env, size: int, rng: np.random.Generator,
+                            keep_probability: float = 0.01,
+                            max_steps: int = 1_000_000) -> np.ndarray:
+  """Observations of uniformly random play in all slots of a batched env.
+
+  Each step keeps every slot's observation with probability
+  `keep_probability` until `size` are kept (the env resets finished slots
+  itself). Returns [size, *env.observation_shape] in the env's dtype.
+  """
+  if env.num_actions is None:
+    raise ValueError("the VBN reference batch needs a discrete action space.")
+  obs = env.reset().numpy()
+  kept: List[np.ndarray] = []
+  count = 0
+  for _ in range(max_steps):
+    keep = rng.random(env.num_envs) < keep_probability
+    if keep.any():
+      kept.append(obs[keep].copy())
+      count += int(keep.sum())
+      if count >= size:
+        return np.concatenate(kept)[:size]
+    actions = rng.integers(0, env.num_actions, size=env.num_envs).astype(np.int32)
+    obs = env.step(actions)[0].numpy()
+  raise RuntimeError(f"collected only {count} of {size} reference observations in "
+                     f"{max_steps} steps (keep_probability {keep_probability}).")
+
+
+def hidden_layers(layout) -> List[int]:
+  """Indices of the normalized layers (those followed by a ReLU)."""
+  return [i for i, layer in enumerate(layout.layers) if layer.relu]
+
+
+def stats_dim(layout) -> int:
+  """Floats of statistics per network: (mean, scale) per unit of each hidden layer."""
+  return sum(2 * layout.layers[i].n for i in hidden_layers(layout))
+
+
+def flatten_stats(stats: List[Tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+  """[(mean [n, N_l], scale [n, N_l]) per hidden layer] -> [n, S]."""
+  return np.concatenate([np.concatenate([m, s], axis=1) for m, s in stats],
+                        axis=1).astype(np.float32)
+
+
+def unflatten_stats(layout, flat: np.ndarray) -> List[Tuple[np.ndarray, np.ndarray]]:
+  """The inverse of `flatten_stats`."""
+  out, offset = [], 0
+  for i in hidden_layers(layout):
+    n = layout.layers[i].n
+    out.append((flat[:, offset:offset + n], flat[:, offset + n:offset + 2 * n]))
+    offset += 2 * n
+  return out
+
+
+def fold(kernel: np.ndarray, bias: np.ndarray, mean: np.ndarray, scale: np.ndarray):
+  """([n, K, N], [n, N]) weights with the normalization of [n, N] stats folded in."""
+  return ((kernel * scale[:, None, :]).astype(np.float32),
+          (bias - mean * scale).astype(np.float32))
+
+
+class NormalizedLayout:
+  """A `ParamLayout` whose flat vectors are a genome followed by its VBN statistics.
+
+  `expand` returns the folded (normalized) kernels and biases, so
+  `population_net.SingleNetwork(NormalizedLayout(base), flat)` is the plain
+  network with the normalization baked in (the exported elite).
+  """
+
+  def __init__(self, base: population_net.ParamLayout):
+    self.base = base
+    self.config = base.config
+    self.observation_shape = base.observation_shape
+    self.num_actions = base.num_actions
+    self.layers = base.layers
+    self.genome_dim = base.dim
+    self.stats_dim = stats_dim(base)
+    self.dim = self.genome_dim + self.stats_dim
+
+  def expand(self, flat: np.ndarray) -> List[Tuple[np.ndarray, np.ndarray]]:
+    flat = np.asarray(flat, np.float32)
+    if flat.ndim != 2 or flat.shape[1] != self.dim:
+      raise ValueError(f"flat genome + VBN statistics must be [n, {self.dim}] "
+                       f"({self.genome_dim} + {self.stats_dim}), got {flat.shape}.")
+    expanded = self.base.expand(flat[:, :self.genome_dim])
+    stats = unflatten_stats(self.base, flat[:, self.genome_dim:])
+    for i, (mean, scale) in zip(hidden_layers(self.base), stats):
+      expanded[i] = fold(*expanded[i], mean, scale)
+    return expanded
+
+  def describe(self) -> str:
+    return self.base.describe() + f" + VBN ({self.stats_dim} statistics)"
+
+
+class VirtualBatchNorm:
+  """Computes each loaded network's reference-batch statistics and folds them in.
+
+  Args:
+    network: a `population_net.PopulationNetwork`.
+    reference: [R, *observation_shape] the reference batch.
+    config: a `VBNConfig` (its `epsilon` and `max_rows` are used here).
+  """
+
+  def __init__(self, network, reference: np.ndarray, config: VBNConfig = VBNConfig()):
+    layout = network.layout
+    reference = np.asarray(reference)
+    if reference.ndim < 1 or tuple(reference.shape[1:]) != tuple(layout.observation_shape):
+      raise ValueError(f"VBN reference batch must be [R, {', '.join(map(str, layout.observation_shape))}]"
+                       f", got {reference.shape}.")
+    if reference.shape[0] < 2:
+      raise ValueError(f"VBN reference batch needs >= 2 observations, got {reference.shape[0]}.")
+    self.network = network
+    self.config = config
+    self.reference = reference
+    self.hidden = hidden_layers(layout)
+    self._reference = tf.constant(reference)
+    self._chunk = max(1, config.max_rows // reference.shape[0])
+    self._stats = tf.function(self._chunk_stats,
+                              input_signature=[tf.TensorSpec([None], tf.int32)])
+
+  def _chunk_stats(self, nets):
+    """(mean, scale) [len(nets), N] per hidden layer, for networks `nets`."""
+    net = self.network
+    r = self.reference.shape[0]
+    count = tf.shape(nets)[0]
+    index = tf.repeat(nets, r)
+    obs = tf.tile(self._reference, tf.concat([[count], tf.ones([self.reference.ndim - 1],
+                                                                tf.int32)], 0))
+    h = population_net.preprocess(obs)
+    out = []
+    for i in self.hidden:
+      layer = net.layout.layers[i]
+      if layer.conv is not None:
+        ks, stride = layer.conv
+        y = pop_ops.population_conv2d(h, net.kernels[i], index, None, kernel_size=ks,
+                                      stride=stride, use_op=net.use_op)
+      else:
+        y = pop_ops.population_matmul(tf.reshape(h, [-1, 1, layer.k]), net.kernels[i],
+                                      index, None, use_op=net.use_op)[:, 0, :]
+      per_net = tf.reshape(y, [count, -1, layer.n])   # [n, R * positions, N]
+      mean, var = tf.nn.moments(per_net, axes=[1])
+      scale = tf.math.rsqrt(var + self.config.epsilon)
+      bias = tf.gather(net.biases[i], nets)
+      normed = (per_net - mean[:, None, :]) * scale[:, None, :] + bias[:, None, :]
+      h = tf.nn.relu(tf.reshape(normed, tf.shape(y)))
+      out.append((mean, scale))
+    return out
+
+  def statistics(self, count: int) -> List[Tuple[np.ndarray, np.ndarray]]:
+    """Statistics of the (unnormalized) networks 0..count-1 as loaded."""
+    if not 1 <= count <= self.network.loaded:
+      raise ValueError(f"VBN statistics for {count} networks, but {self.network.loaded} "
+                       f"are loaded.")
+    parts = [self._stats(np.arange(s, min(s + self._chunk, count), dtype=np.int32))
+             for s in range(0, count, self._chunk)]
+    return [(np.concatenate([p[j][0].numpy() for p in parts]),
+             np.concatenate([p[j][1].numpy() for p in parts]))
+            for j in range(len(self.hidden))]
+
+  def apply(self, count: int) -> np.ndarray:
+    """Normalizes networks 0..count-1, just loaded; returns their stats [count, S].
+
+    Call once after each `network.load`: the statistics are folded into the
+    loaded weights, so a second call would normalize twice.
+    """
+    stats = self.statistics(count)
+    net = self.network
+    for i, (mean, scale) in zip(self.hidden, stats):
+      kernel, bias = net.kernels[i], net.biases[i]
+      if count < net.capacity:
+        kernel, bias = kernel[:count], bias[:count]
+      # In TF: a population's kernels can be large ([P, 3136, 512] for the
+      # Nature net).
+      kernel.assign(kernel * scale[:, None, :])
+      bias.assign(bias - mean * scale)
+    return flatten_stats(stats)
