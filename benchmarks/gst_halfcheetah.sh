@@ -7,9 +7,9 @@
 #
 # Env: STEPS (env steps, default 1000000), START (random steps, default
 # 10000), OUT (default /tmp/tfrl_gst_halfcheetah), SEED (0), PYTHON,
-# PARALLEL (1: all runs at once under `nice`, one TF thread each; default 0).
-# Methods: dense, iterative (Zhu & Gupta) pruning to 90 %, GST with b=16 and
-# GST with b=32 circulant hidden layers.
+# PARALLEL (1: all runs at once under `nice`, one TF thread each; default 0),
+# METHODS (default "dense iterative_pruning gst"; gst_b32 is GST with b=32
+# circulant blocks), TABLE_ONLY (1: only print the table of finished runs).
 # The return is the mean of 5 deterministic episodes after training.
 # Pruning schedules count training iterations (= STEPS - START); both
 # iterative pruning and GST's reward-aware pruning end at 80 % of them.
@@ -27,7 +27,7 @@ common=(--total_steps="$STEPS" --start_steps="$START" --seed="$SEED" --eval_ever
         --eval_episodes=5 --checkpoint_every="$STEPS" --log_every=$((STEPS / 20))
         --pruning_begin=0 --pruning_end="$END" --pruning_frequency="$FREQ" --jit_compile)
 PARALLEL=${PARALLEL:-0}
-methods=(dense iterative_pruning gst gst_b32)
+read -r -a methods <<< "${METHODS:-dense iterative_pruning gst}"
 declare -A flagfile=([dense]=td3_halfcheetah [iterative_pruning]=td3_halfcheetah_pruning
                      [gst]=td3_halfcheetah_gst [gst_b32]=td3_halfcheetah_gst_b32)
 mkdir -p "$OUT"
@@ -37,7 +37,9 @@ run() {
   PYTHONPATH=. "$PYTHON" -m tfrl.td3 --flagfile="flags/${flagfile[$name]}.flags" "${common[@]}" \
     --logdir="$OUT/$name" > "$OUT/$name.log" 2>&1 || { tail -20 "$OUT/$name.log" >&2; return 1; }
 }
-if [[ "$PARALLEL" == 1 ]]; then
+if [[ "${TABLE_ONLY:-0}" == 1 ]]; then
+  :
+elif [[ "$PARALLEL" == 1 ]]; then
   # Separate processes share the cores; one intra-op thread each avoids
   # oversubscription, `nice` keeps the machine usable meanwhile.
   export TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1
@@ -48,10 +50,10 @@ if [[ "$PARALLEL" == 1 ]]; then
 else
   for m in "${methods[@]}"; do run "$m"; done
 fi
-"$PYTHON" - "$OUT" "$STEPS" <<'PY'
+"$PYTHON" - "$OUT" "$STEPS" "${methods[@]}" <<'PY'
 import json, sys
-out, steps = sys.argv[1], int(sys.argv[2])
-rows = {n: json.load(open(f"{out}/{n}/summary.json")) for n in ("dense", "iterative_pruning", "gst", "gst_b32")}
+out, steps, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+rows = {n: json.load(open(f"{out}/{n}/summary.json")) for n in names}
 print(f"TD3 HalfCheetah-v5, {steps} env steps, seed as given")
 print(f"{'method':<18} {'eval return':>11} {'train ret(10)':>13} {'avg compr.':>10} "
       f"{'final compr.':>12} {'stored params':>13} {'policy bytes':>12} {'wall s':>7}")
