@@ -7,7 +7,9 @@
 #include <filesystem>
 
 #include "ale/ale_interface.hpp"
+#include "ale/common/ColourPalette.hpp"
 #include "ale/common/Log.hpp"
+#include "ale/emucore/OSystem.hxx"
 
 namespace tfrl {
 
@@ -15,9 +17,15 @@ struct AleBatch::Slot {
   std::unique_ptr<ale::ALEInterface> ale;
   std::mt19937 rng;
   std::vector<uint8_t> last;    // Native screen after the last frame.
-  std::vector<uint8_t> before;  // Native screen one frame earlier.
-  std::vector<uint8_t> frames;  // `stack` preprocessed frames, a ring.
-  int newest = 0;               // Ring index of the newest frame.
+  // Screen one frame before the last: grey levels (or RGB), or with
+  // grayscale the raw palette indices, converted in the max-pool pass.
+  std::vector<uint8_t> before;
+  std::vector<float> rows;      // Scratch: the vertical resize pass.
+  std::vector<float> acc;       // Scratch: one row of the horizontal pass.
+  std::vector<uint8_t> frame;   // The newest preprocessed frame.
+  // The observation as Observe returns it: [pixel][stack][channel], oldest
+  // frame first, so that Observe is one copy; PushFrame shifts it.
+  std::vector<uint8_t> stacked;
   int lives = 0;
   bool needs_reset = true;
   bool has_observation = false;
@@ -33,21 +41,34 @@ int SlotSeed(int64_t seed, int slot) {
 AreaWeights AreaWeights::Make(int src, int dst) {
   AreaWeights w;
   const double scale = static_cast<double>(src) / dst;
+  std::vector<std::vector<float>> taps(dst);
   for (int i = 0; i < dst; ++i) {
     const double lo = i * scale, hi = (i + 1) * scale;
     const int first = static_cast<int>(std::floor(lo));
     const int last = std::min(src - 1, static_cast<int>(std::ceil(hi) - 1));
     w.begin.push_back(first);
-    w.offset.push_back(static_cast<int>(w.weights.size()));
-    int n = 0;
     for (int j = first; j <= last; ++j) {
       const double overlap = std::min<double>(hi, j + 1) - std::max<double>(lo, j);
-      if (overlap <= 1e-9) continue;
-      if (n == 0) w.begin.back() = j;
-      w.weights.push_back(static_cast<float>(overlap / scale));
-      ++n;
+      if (overlap <= 1e-9) {
+        if (taps[i].empty()) w.begin.back() = j + 1;
+        continue;
+      }
+      taps[i].push_back(static_cast<float>(overlap / scale));
     }
-    w.count.push_back(n);
+    w.taps = std::max<int>(w.taps, taps[i].size());
+  }
+  for (int i = 0; i < dst; ++i) {
+    // Pad with zero weights; shift the window left where it would run past
+    // the end of the source (the leading taps then carry zero weight).
+    int pad_front = std::max(0, w.begin[i] + w.taps - src);
+    w.begin[i] -= pad_front;
+    std::vector<float> row(w.taps, 0.0f);
+    for (size_t k = 0; k < taps[i].size(); ++k) row[pad_front + k] = taps[i][k];
+    w.weights.insert(w.weights.end(), row.begin(), row.end());
+  }
+  w.by_tap.resize(w.weights.size());
+  for (int i = 0; i < dst; ++i) {
+    for (int k = 0; k < w.taps; ++k) w.by_tap[k * dst + i] = w.weights[i * w.taps + k];
   }
   return w;
 }
@@ -78,6 +99,10 @@ std::string AleBatch::Create(const AleBatchConfig& config,
     b->slots_.push_back(std::move(slot));
   }
   ale::ALEInterface& first = *b->slots_[0]->ale;
+  // The palette's grey levels, so that screens are converted in our own
+  // fused passes (identical to ALE's getScreenGrayscale).
+  ale::ColourPalette& palette = first.theOSystem->colourPalette();
+  for (int i = 0; i < 256; ++i) b->gray_[i] = palette.getGrayscale(i);
   b->native_height_ = static_cast<int>(first.getScreen().height());
   b->native_width_ = static_cast<int>(first.getScreen().width());
   b->out_height_ = config.resize ? config.height : b->native_height_;
@@ -99,7 +124,10 @@ std::string AleBatch::Create(const AleBatchConfig& config,
   for (auto& slot : b->slots_) {
     slot->last.resize(native_bytes);
     slot->before.resize(native_bytes);
-    slot->frames.assign(frame_bytes * config.stack, 0);
+    slot->rows.resize(static_cast<size_t>(b->out_height_) * b->native_width_ * b->channels());
+    slot->acc.resize(static_cast<size_t>(b->out_width_) * b->channels());
+    slot->frame.assign(frame_bytes, 0);
+    slot->stacked.assign(frame_bytes * config.stack, 0);
   }
   *batch = std::move(b);
   return "";
@@ -117,63 +145,139 @@ bool AleBatch::has_observation(int slot) const {
 
 void AleBatch::GrabScreen(Slot* slot, std::vector<uint8_t>* native) const {
   if (config_.grayscale) {
-    slot->ale->getScreenGrayscale(*native);
+    const uint8_t* __restrict raw = slot->ale->getScreen().getArray();
+    uint8_t* __restrict out = native->data();
+    const size_t n = native->size();
+    for (size_t i = 0; i < n; ++i) out[i] = gray_[raw[i]];
   } else {
     slot->ale->getScreenRGB(*native);
   }
 }
 
-void AleBatch::Preprocess(const std::vector<uint8_t>& native, uint8_t* out) const {
-  const int c = channels();
-  if (!config_.resize) {
-    std::memcpy(out, native.data(), native.size());
+void AleBatch::GrabMaxPooled(Slot* slot) const {
+  uint8_t* __restrict last = slot->last.data();
+  const uint8_t* __restrict before = slot->before.data();
+  const size_t n = slot->last.size();
+  if (config_.grayscale) {  // One pass: palette to grey and max together.
+    const uint8_t* __restrict raw = slot->ale->getScreen().getArray();
+    for (size_t i = 0; i < n; ++i) last[i] = std::max(gray_[raw[i]], gray_[before[i]]);
     return;
   }
-  // Separable area average: columns first into floats, then rows.
-  const int w_in = native_width_, w_out = out_width_, h_out = out_height_;
-  std::vector<float> tmp(static_cast<size_t>(native_height_) * w_out * c);
-  for (int r = 0; r < native_height_; ++r) {
-    const uint8_t* src = native.data() + static_cast<size_t>(r) * w_in * c;
-    float* dst = tmp.data() + static_cast<size_t>(r) * w_out * c;
-    for (int x = 0; x < w_out; ++x) {
-      const float* wt = cols_.weights.data() + cols_.offset[x];
-      for (int ch = 0; ch < c; ++ch) {
-        float acc = 0.0f;
-        for (int k = 0; k < cols_.count[x]; ++k) {
-          acc += wt[k] * src[(cols_.begin[x] + k) * c + ch];
-        }
-        dst[x * c + ch] = acc;
-      }
-    }
+  slot->ale->getScreenRGB(slot->last);
+  for (size_t i = 0; i < n; ++i) last[i] = std::max(last[i], before[i]);
+}
+
+void AleBatch::KeepBeforeScreen(Slot* slot) const {
+  if (config_.grayscale) {
+    std::memcpy(slot->before.data(), slot->ale->getScreen().getArray(), slot->before.size());
+  } else {
+    slot->ale->getScreenRGB(slot->before);
   }
-  const int row_len = w_out * c;
-  std::vector<float> acc(row_len);
-  for (int y = 0; y < h_out; ++y) {
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    const float* wt = rows_.weights.data() + rows_.offset[y];
-    for (int k = 0; k < rows_.count[y]; ++k) {
-      const float* src = tmp.data() + static_cast<size_t>(rows_.begin[y] + k) * row_len;
-      for (int i = 0; i < row_len; ++i) acc[i] += wt[k] * src[i];
-    }
-    uint8_t* dst = out + static_cast<size_t>(y) * row_len;
-    for (int i = 0; i < row_len; ++i) {
-      dst[i] = static_cast<uint8_t>(std::min(255L, std::max(0L, std::lrint(acc[i]))));
+}
+
+namespace {
+
+// The two passes of the area resize. Built for AVX2 (with gathers) and for
+// the baseline ISA; the loader picks the one the CPU runs.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define TFRL_MULTIVERSION __attribute__((target_clones("avx2", "default")))
+#else
+#define TFRL_MULTIVERSION
+#endif
+
+// dst[y][i] = sum_k w[y][k] * src[begin[y] + k][i] over whole rows.
+TFRL_MULTIVERSION void ResizeRows(const uint8_t* __restrict src, int row_len,
+                                  const AreaWeights& w, int out_rows, float* __restrict dst) {
+  for (int y = 0; y < out_rows; ++y) {
+    float* __restrict d = dst + static_cast<size_t>(y) * row_len;
+    const float* wt = w.weights.data() + static_cast<size_t>(y) * w.taps;
+    const uint8_t* s = src + static_cast<size_t>(w.begin[y]) * row_len;
+    for (int i = 0; i < row_len; ++i) d[i] = wt[0] * s[i];
+    for (int k = 1; k < w.taps; ++k) {
+      const uint8_t* sk = s + static_cast<size_t>(k) * row_len;
+      const float wk = wt[k];
+      for (int i = 0; i < row_len; ++i) d[i] += wk * sk[i];
     }
   }
 }
 
-void AleBatch::PushFrame(Slot* slot, const std::vector<uint8_t>& native, bool fill) {
-  const size_t frame_bytes =
-      static_cast<size_t>(out_height_) * out_width_ * channels();
-  slot->newest = (slot->newest + 1) % config_.stack;
-  uint8_t* dst = slot->frames.data() + slot->newest * frame_bytes;
-  Preprocess(native, dst);
-  if (fill) {  // A new episode starts with the first frame repeated.
-    for (int s = 0; s < config_.stack; ++s) {
-      if (s != slot->newest) {
-        std::memcpy(slot->frames.data() + s * frame_bytes, dst, frame_bytes);
+// For each row: out[x][ch] = round(sum_k w[x][k] * src[begin[x] + k][ch]),
+// taps outermost so that the loop over x vectorises (as gathers).
+TFRL_MULTIVERSION void ResizeColumns(const float* __restrict src, int rows, int in_width,
+                                     int channels, const AreaWeights& w, int out_width,
+                                     float* __restrict acc, uint8_t* __restrict out) {
+  const int n = out_width * channels;
+  const int* begin = w.begin.data();
+  for (int y = 0; y < rows; ++y) {
+    const float* row = src + static_cast<size_t>(y) * in_width * channels;
+    for (int i = 0; i < n; ++i) acc[i] = 0.0f;
+    for (int k = 0; k < w.taps; ++k) {
+      const float* wk = w.by_tap.data() + static_cast<size_t>(k) * out_width;
+      if (channels == 1) {
+        for (int x = 0; x < out_width; ++x) acc[x] += wk[x] * row[begin[x] + k];
+      } else {
+        for (int x = 0; x < out_width; ++x) {
+          for (int ch = 0; ch < channels; ++ch) {
+            acc[x * channels + ch] += wk[x] * row[(begin[x] + k) * channels + ch];
+          }
+        }
       }
     }
+    // Weights sum to one and pixels are >= 0: round half up, clamp high.
+    uint8_t* __restrict o = out + static_cast<size_t>(y) * n;
+    for (int i = 0; i < n; ++i) o[i] = static_cast<uint8_t>(std::min(acc[i] + 0.5f, 255.0f));
+  }
+}
+
+}  // namespace
+
+void AleBatch::Preprocess(Slot* slot, const uint8_t* native) const {
+  if (!config_.resize) {
+    std::memcpy(slot->frame.data(), native, slot->frame.size());
+    return;
+  }
+  // Rows first: the vertical pass works on whole contiguous rows, and the
+  // scattered horizontal pass then runs on out_height rows, not 210.
+  const int c = channels();
+  ResizeRows(native, native_width_ * c, rows_, out_height_, slot->rows.data());
+  ResizeColumns(slot->rows.data(), out_height_, native_width_, c, cols_, out_width_,
+                slot->acc.data(), slot->frame.data());
+}
+
+void AleBatch::PushFrame(Slot* slot, bool fill) const {
+  const int c = channels(), stack = config_.stack;
+  const size_t pixels = static_cast<size_t>(out_height_) * out_width_;
+  const uint8_t* __restrict frame = slot->frame.data();
+  uint8_t* __restrict out = slot->stacked.data();
+  if (fill) {  // A new episode starts with the first frame repeated.
+    for (size_t p = 0; p < pixels; ++p) {
+      for (int s = 0; s < stack; ++s) {
+        std::memcpy(out + (p * stack + s) * c, frame + p * c, c);
+      }
+    }
+    return;
+  }
+  if (stack * c == 4) {  // The common 4 x grayscale: one 32-bit shift per pixel.
+    for (size_t p = 0; p < pixels; ++p) {
+      uint32_t v;
+      std::memcpy(&v, out + 4 * p, 4);
+      // Little endian: byte 0 (the oldest frame) drops out, the new frame
+      // enters as byte 3. Big endian hosts take the general path below.
+      if constexpr (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__) {
+        v = (v >> 8) | (static_cast<uint32_t>(frame[p]) << 24);
+        std::memcpy(out + 4 * p, &v, 4);
+        continue;
+      }
+      std::memmove(out + 4 * p, out + 4 * p + 1, 3);
+      out[4 * p + 3] = frame[p];
+    }
+    return;
+  }
+  const size_t group = static_cast<size_t>(stack) * c;
+  for (size_t p = 0; p < pixels; ++p) {
+    uint8_t* px = out + p * group;
+    std::memmove(px, px + c, group - c);
+    std::memcpy(px + group - c, frame + p * c, c);
   }
 }
 
@@ -194,7 +298,8 @@ std::string AleBatch::ResetLocked(Slot* slot) {
       if (a.game_over(false)) a.reset_game();
     }
     GrabScreen(slot, &slot->last);
-    PushFrame(slot, slot->last, /*fill=*/true);
+    Preprocess(slot, slot->last.data());
+    PushFrame(slot, /*fill=*/true);
     slot->lives = a.lives();
     slot->needs_reset = false;
     slot->has_observation = true;
@@ -232,15 +337,14 @@ std::string AleBatch::Step(int slot_index, int action_index, bool auto_reset,
         break;
       }
       if (config_.max_pool && f == config_.frame_skip - 2) {
-        GrabScreen(slot, &slot->before);
+        KeepBeforeScreen(slot);
         have_before = true;
       }
     }
-    GrabScreen(slot, &slot->last);
     if (have_before) {  // Max over the last two frames removes flicker.
-      for (size_t i = 0; i < slot->last.size(); ++i) {
-        slot->last[i] = std::max(slot->last[i], slot->before[i]);
-      }
+      GrabMaxPooled(slot);
+    } else {
+      GrabScreen(slot, &slot->last);
     }
     const int lives = a.lives();
     out->terminated = game_over;
@@ -259,29 +363,15 @@ std::string AleBatch::Step(int slot_index, int action_index, bool auto_reset,
     if (auto_reset) return ResetLocked(slot);
     slot->needs_reset = true;
   }
-  PushFrame(slot, slot->last, /*fill=*/false);
+  Preprocess(slot, slot->last.data());
+  PushFrame(slot, /*fill=*/false);
   return "";
 }
 
 void AleBatch::Observe(int slot_index, uint8_t* out) const {
   const Slot* slot = slots_[slot_index].get();
   std::lock_guard<std::mutex> lock(slot->mu);
-  const int c = channels(), stack = config_.stack;
-  const size_t pixels = static_cast<size_t>(out_height_) * out_width_;
-  const size_t frame_bytes = pixels * c;
-  for (int s = 0; s < stack; ++s) {
-    const int ring = (slot->newest + 1 + s) % stack;  // Oldest first.
-    const uint8_t* src = slot->frames.data() + ring * frame_bytes;
-    if (stack == 1) {
-      std::memcpy(out, src, frame_bytes);
-      return;
-    }
-    for (size_t p = 0; p < pixels; ++p) {
-      for (int ch = 0; ch < c; ++ch) {
-        out[p * stack * c + s * c + ch] = src[p * c + ch];
-      }
-    }
-  }
+  std::memcpy(out, slot->stacked.data(), slot->stacked.size());
 }
 
 }  // namespace tfrl

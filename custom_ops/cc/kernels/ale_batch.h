@@ -44,12 +44,14 @@ struct AleBatchConfig {
 int SlotSeed(int64_t seed, int slot);
 
 // Precomputed weights of an area-averaging resize along one axis: each output
-// pixel is a weighted sum over the source pixels it overlaps.
+// pixel is a weighted sum over the source pixels it overlaps. Every output
+// index has the same number of taps (zero weights pad the shorter ones), so
+// the inner loops have a fixed trip count.
 struct AreaWeights {
+  int taps = 0;                   // Source indices per output index.
   std::vector<int> begin;         // First source index of each output index.
-  std::vector<int> count;         // Number of source indices it covers.
-  std::vector<float> weights;     // count[i] weights from offset[i].
-  std::vector<int> offset;
+  std::vector<float> weights;     // [dst][taps].
+  std::vector<float> by_tap;      // The same, transposed: [taps][dst].
   static AreaWeights Make(int src, int dst);
 };
 
@@ -92,9 +94,17 @@ class AleBatch {
  private:
   struct Slot;
   explicit AleBatch(const AleBatchConfig& config);
+  // The current screen (grey or RGB) into `native`.
   void GrabScreen(Slot* slot, std::vector<uint8_t>* native) const;
-  void Preprocess(const std::vector<uint8_t>& native, uint8_t* out) const;
-  void PushFrame(Slot* slot, const std::vector<uint8_t>& native, bool fill);
+  // Keeps the current screen for the max-pool of the step's last two frames.
+  void KeepBeforeScreen(Slot* slot) const;
+  // slot->last = max(current screen, kept screen), pixel by pixel.
+  void GrabMaxPooled(Slot* slot) const;
+  // Resizes `native` into slot->frame (or copies it when not resizing).
+  void Preprocess(Slot* slot, const uint8_t* native) const;
+  // Appends slot->frame to the slot's interleaved stack; `fill` repeats it
+  // into every position (a new episode).
+  void PushFrame(Slot* slot, bool fill) const;
   std::string ResetLocked(Slot* slot);
 
   AleBatchConfig config_;
@@ -104,6 +114,7 @@ class AleBatch {
   int out_width_ = 0;
   AreaWeights rows_;
   AreaWeights cols_;
+  uint8_t gray_[256] = {};       // Grey level of each palette index.
   std::vector<int> action_set_;  // ALE action ids, indexed by agent action.
   bool fire_applies_ = false;
   std::vector<std::unique_ptr<Slot>> slots_;
