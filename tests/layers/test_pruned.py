@@ -123,6 +123,34 @@ class PrunedTest(tf.test.TestCase, parameterized.TestCase):
     new = schedules.dst_update(w, mask, 0.5, tf.abs(grads))
     self.assertAllEqual(new, [[0.0, 1.0], [1.0, 0.0]])
 
+  def test_dst_gradient_callable_is_read_only_when_regrowing(self):
+    spec = tl.LayerSpec(kind="pruned", schedule="dst", regrow="gradient", target_sparsity=0.5,
+                        drop_fraction=0.5, begin_step=2, end_step=100, frequency=3)
+    layer = tl.make_dense(4, spec)
+    layer(tf.ones([1, 6]))
+    self.assertTrue(layer.needs_gradient)
+    scores = np.arange(24, dtype=np.float32).reshape(6, 4)
+    calls = []
+
+    def gradient():
+      calls.append(int(layer.step))
+      return tf.constant(scores)
+
+    masks = {}
+    for _ in range(8):   # eager: only the taken tf.cond branch runs.
+      before = layer.mask.numpy()
+      layer.after_update([(gradient, layer.kernel)])
+      masks[int(layer.step)] = (before, layer.mask.numpy())
+    # Pruning steps 2 (first: by magnitude, no gradient), 5 and 8 (regrowth).
+    self.assertEqual(calls, [5, 8])
+    before, after = masks[5]
+    grown = (before < 0.5) & (after > 0.5)
+    inactive_scores = np.sort(scores[before < 0.5])[::-1]
+    k = int(grown.sum())
+    self.assertGreater(k, 0)
+    self.assertAllEqual(np.sort(scores[grown])[::-1], inactive_scores[:k])
+    self.assertFalse(tl.make_dense(4, spec.replace(regrow="random")).needs_gradient)
+
   def test_pruned_conv_keeps_zeros(self):
     spec = tl.LayerSpec(kind="pruned", schedule="constant", target_sparsity=0.8)
     conv = tl.make_conv2d(4, 3, 2, spec)

@@ -48,10 +48,13 @@ class Layer(tf.Module):
 
   `after_update(grads_and_vars=None)` is called by `tfrl.layers.after_update`
   after each optimizer step; layers that need no hook leave
-  `has_update_hook = False` so that the walk adds no ops for them.
+  `has_update_hook = False` so that the walk adds no ops for them. Layers
+  whose hook uses the step's gradients (RigL regrowth) set
+  `needs_gradient = True`, so a trainer can hand them over only then.
   """
 
   has_update_hook = False
+  needs_gradient = False
 
   def __init__(self, activation=None, name=None):
     super().__init__(name=name)
@@ -83,6 +86,14 @@ class Layer(tf.Module):
     return y
 
   def after_update(self, grads_and_vars=None):
+    """Post-optimizer-step hook.
+
+    Args:
+      grads_and_vars: None or (gradient, variable) pairs of the step; a
+        gradient may also be a zero-argument callable returning it, which a
+        layer calls only when it needs the gradient (so a trainer can defer
+        an extra backward pass to the rare steps that use it).
+    """
     del grads_and_vars
 
   def kernel_stats(self):

@@ -14,6 +14,12 @@ outside by `tfrl.layers.gst.RewardAwareController`).
 Pruning steps are t (number of `after_update` calls so far) with
 begin_step <= t <= end_step and ((t - begin_step) % frequency == 0 or
 t == end_step); when begin_step == 0 the layer is also pruned when built.
+
+RigL regrowth (`dst` with `regrow="gradient"`, `needs_gradient` is True) reads
+the dense gradient of the kernel from `after_update(grads_and_vars)`; the
+gradient may be a tensor or a zero-argument callable, which is called only
+inside the regrowth branch, i.e. on pruning steps after the first. Without a
+gradient the layer falls back to random (SET) regrowth.
 """
 
 import tensorflow as tf
@@ -70,6 +76,10 @@ class _Pruning:
 
   has_update_hook = True
 
+  @property
+  def needs_gradient(self) -> bool:
+    return self.spec.schedule == "dst" and self.spec.regrow == "gradient"
+
   def _init_pruning(self, spec: spec_lib.LayerSpec):
     if not isinstance(spec, spec_lib.LayerSpec):
       raise ValueError(f"{type(self).__name__}: spec must be a LayerSpec, got {spec!r}.")
@@ -102,23 +112,28 @@ class _Pruning:
     return tf.identity(self.sparsity_target)  # reward_aware: set by the controller.
 
   def _prune(self, step, grad):
-    """Recomputes the mask for pruning step `step` (a scalar int64 tensor)."""
+    """Recomputes the mask for pruning step `step` (a scalar int64 tensor).
+
+    `grad`: None, the kernel's gradient, or a callable returning it (dst).
+    """
     spec = self.spec
     if spec.schedule == "nm":
       new_mask = schedules.nm_mask(self.kernel, *spec.nm)
     elif spec.schedule == "dst":
       first = tf.equal(step, spec.begin_step)
-      if spec.regrow == "gradient" and grad is not None:
-        scores = tf.abs(grad)
-      else:
-        scores = tf.random.stateless_uniform(
+
+      def regrow_scores():
+        if spec.regrow == "gradient" and grad is not None:
+          return tf.abs(tf.convert_to_tensor(grad() if callable(grad) else grad))
+        return tf.random.stateless_uniform(
             tf.shape(self.kernel), seed=tf.stack([tf.cast(spec.seed, tf.int64), step]))
+
       fraction = schedules.cosine_drop_fraction(step, spec.begin_step, spec.end_step,
                                                 spec.drop_fraction)
       new_mask = tf.cond(
           first,
           lambda: schedules.magnitude_mask(self.kernel, spec.target_sparsity),
-          lambda: schedules.dst_update(self.kernel, self.mask, fraction, scores))
+          lambda: schedules.dst_update(self.kernel, self.mask, fraction, regrow_scores()))
     else:
       sparsity = self._scheduled_sparsity(step)
       if spec.schedule != "reward_aware":
@@ -138,10 +153,10 @@ class _Pruning:
     if not self._built or self._packed is not None:
       return
     grad = None
-    if grads_and_vars is not None:
+    if grads_and_vars is not None and self.needs_gradient:
       for g, v in grads_and_vars:
         if v is self.kernel and g is not None:
-          grad = tf.convert_to_tensor(g)
+          grad = g  # a tensor or a callable; read only when regrowing.
     step = self.step.assign_add(1)
 
     def prune():

@@ -8,6 +8,15 @@ on the actor and both critics (so pruning schedules count training
 iterations). Target networks average the trainable variables and copy the
 non-trainable ones (masks, schedule state) from the online networks, so a
 target's forward pass uses the online mask.
+
+RigL regrowth (layers with `needs_gradient`, i.e. `dst` with regrowth by
+gradient magnitude) gets the dense gradients of the pruned kernels: the
+critics' come from the critic step of the same update (already computed, no
+extra work); the actor has a gradient only every `policy_delay` updates, so
+its hook gets a callable that computes the dense actor-loss gradient on the
+update's batch, called only inside the regrowth branch, i.e. on the rare
+pruning steps. Networks without such layers get no gradients (their update
+graph is the same as without RigL).
 """
 
 import numpy as np
@@ -58,6 +67,9 @@ class TD3Learner(tf.Module):
     self.actor_optimizer = optimizers.Adam(config.actor_lr, name="actor_adam")
     self.critic_optimizer = optimizers.Adam(config.critic_lr, name="critic_adam")
     self.num_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="num_updates")
+    self._rigl_actor = any(l.needs_gradient for l in tl.layers_of(self.actor))
+    self._rigl_critics = any(l.needs_gradient for net in (self.critic_1, self.critic_2)
+                             for l in tl.layers_of(net))
     self.actor_optimizer.build(self.actor.trainable_variables)
     self.critic_optimizer.build(self._critic_variables())
     self.update = tf.function(self._update, jit_compile=config.jit_compile, input_signature=[
@@ -94,7 +106,8 @@ class TD3Learner(tf.Module):
       q1 = self.critic_1(obs, action)
       q2 = self.critic_2(obs, action)
       critic_loss = tf.reduce_mean(tf.square(q1 - y)) + tf.reduce_mean(tf.square(q2 - y))
-    self.critic_optimizer.apply(tape.gradient(critic_loss, critic_vars), critic_vars)
+    critic_grads = tape.gradient(critic_loss, critic_vars)
+    self.critic_optimizer.apply(critic_grads, critic_vars)
     step = self.num_updates.assign_add(1)
 
     def actor_step():
@@ -108,8 +121,29 @@ class TD3Learner(tf.Module):
 
     actor_loss = tf.cond(tf.equal(step % c.policy_delay, 0), actor_step,
                          lambda: tf.constant(np.nan, tf.float32))
-    tl.after_update(self.networks)
+    if self._rigl_actor or self._rigl_critics:
+      self._after_update_with_gradients(obs, critic_grads, critic_vars)
+    else:
+      tl.after_update(self.networks)
     return critic_loss, actor_loss, tf.reduce_mean(q1)
+
+  def _after_update_with_gradients(self, obs, critic_grads, critic_vars):
+    """`tl.after_update` handing the pruned kernels' gradients to RigL layers."""
+    actor_pairs = None
+    if self._rigl_actor:
+
+      def actor_gradient(var):
+        def compute():
+          with tf.GradientTape() as tape:
+            loss = -tf.reduce_mean(self.critic_1(obs, self.actor(obs)))
+          return tape.gradient(loss, var)
+        return compute
+
+      actor_pairs = [(actor_gradient(l.kernel), l.kernel)
+                     for l in tl.layers_of(self.actor) if l.needs_gradient]
+    tl.after_update(self.actor, actor_pairs)
+    critic_pairs = list(zip(critic_grads, critic_vars)) if self._rigl_critics else None
+    tl.after_update([self.critic_1, self.critic_2], critic_pairs)
 
   def _update(self, obs, action, reward, next_obs, discount):
     """Runs K updates on batches shaped [K, B, ...]; returns mean metrics."""
