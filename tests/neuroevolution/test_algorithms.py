@@ -60,6 +60,23 @@ class EvaluatorTest(tf.test.TestCase):
     self.assertAllEqual(res.lengths, np.full((2, 4), 12))
     env.close()
 
+  def test_evaluate_named_networks(self):
+    env = GymEnv("CartPole-v1", 4, seed=0)
+    net = pn.PopulationNetwork(pn.ParamLayout(pn.NetworkConfig(arch="mlp", hidden=()),
+                                              (4,), 2), 4)
+    w = np.zeros((3, 10), np.float32)
+    w[:, 1] = 1.0              # networks 0 and 2 always push right: short episodes.
+    w[1] = 0.0
+    w[1, [4, 5, 6, 7]] = [-1.0, 1.0, -1.0, 1.0]  # network 1 balances the pole.
+    net.load(w)
+    evaluator = evaluation.PipelinedEvaluator(env, net, num_groups=2, episode_frame_cap=40)
+    res = evaluator.evaluate([1, 2], 2)       # rows follow the order asked for
+    self.assertAllEqual(res.lengths[0], [40, 40])
+    self.assertTrue(np.all(res.lengths[1] < 20))
+    with self.assertRaises(ValueError):
+      evaluator.evaluate([0, 3])               # network 3 was not loaded
+    env.close()
+
   def test_wrong_group_count_rejected(self):
     env, _, net, _, _, _ = _setup(2, num_envs=2)
     with self.assertRaises(ValueError):

@@ -96,6 +96,24 @@ class PopulationNetTest(tf.test.TestCase, parameterized.TestCase):
     acts = op_net.act(obs, index, active).numpy()
     self.assertAllEqual(acts[active], got[active].argmax(-1))
 
+  def test_partial_load_zeroes_the_rest_and_reads_weights_densely(self):
+    # A sliced assign or a gather on a variable would put it in copy-on-read
+    # mode (every forward copying all P kernels): load and forward avoid both.
+    layout = pn.ParamLayout(pn.NetworkConfig(arch="small"), (36, 36, 2), 3)
+    net = pn.PopulationNetwork(layout, capacity=4)
+    rng = np.random.default_rng(0)
+    net.load(rng.standard_normal((4, layout.dim)).astype(np.float32))
+    net.load(rng.standard_normal((2, layout.dim)).astype(np.float32))
+    self.assertEqual(net.loaded, 2)
+    for v in net.kernels + net.biases:
+      self.assertAllEqual(v.numpy()[2:], np.zeros_like(v.numpy()[2:]))
+    fn = tf.function(net.__call__).get_concrete_function(
+        tf.TensorSpec([None, 36, 36, 2], tf.uint8), tf.TensorSpec([None], tf.int32),
+        tf.TensorSpec([None], tf.bool))
+    sparse = [op.type for op in fn.graph.get_operations()
+              if op.type.startswith("Resource") and op.type != "ReadVariableOp"]
+    self.assertEqual(sparse, [])
+
   def test_load_beyond_capacity_rejected(self):
     layout = pn.ParamLayout(pn.NetworkConfig(arch="mlp"), (4,), 2)
     net = pn.PopulationNetwork(layout, capacity=2)

@@ -75,11 +75,25 @@ class PipelinedEvaluator:
         tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.bool),
         tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int32)])
 
-  def evaluate(self, num_networks: int, episodes: int = 1) -> EvalResult:
-    """Plays `episodes` episodes with each of networks 0..num_networks-1."""
-    if num_networks > self.network.loaded:
-      raise ValueError(f"only {self.network.loaded} networks are loaded, asked "
-                       f"for {num_networks}.")
+  def evaluate(self, networks, episodes: int = 1) -> EvalResult:
+    """Plays `episodes` episodes with each of the given loaded networks.
+
+    Args:
+      networks: an int n (networks 0..n-1) or a sequence of network indices
+        (e.g. elite candidates that are already loaded, so nothing is reloaded).
+      episodes: episodes per network.
+
+    Returns:
+      an `EvalResult` whose rows follow the order of `networks`.
+    """
+    if isinstance(networks, (int, np.integer)):
+      ids = np.arange(int(networks), dtype=np.int64)
+    else:
+      ids = np.asarray(networks, np.int64).reshape(-1)
+    if ids.size and (ids.min() < 0 or ids.max() >= self.network.loaded):
+      raise ValueError(f"only networks [0, {self.network.loaded}) are loaded, asked "
+                       f"for {ids.tolist() if ids.size < 16 else ids}.")
+    num_networks = int(ids.size)
     start = time.time()
     returns = np.zeros((num_networks, episodes), np.float64)
     lengths = np.zeros((num_networks, episodes), np.int64)
@@ -118,7 +132,7 @@ class PipelinedEvaluator:
           rows = np.flatnonzero(active)
           if rows.size == 0:
             break
-          index = np.where(active, net, 0).astype(np.int32)
+          index = np.where(active, ids[np.maximum(net, 0)], 0).astype(np.int32)
           o, r, term, trunc = self._act_and_step(obs, index, active,
                                                  rows.astype(np.int32), slots[rows])
           obs[rows] = o.numpy()

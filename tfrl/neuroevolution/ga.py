@@ -104,8 +104,15 @@ class GeneticAlgorithm:
     candidates = [pop[i] for i in order[:top]]
     if self.elite is not None and self.elite not in candidates:
       candidates.append(self.elite)
-    self.network.load(self.builder.build_many(candidates))
-    elite_res = self.evaluator.evaluate(len(candidates), cfg.elite_episodes)
+    loaded = {g: i for i, g in enumerate(pop)}
+    if all(g in loaded for g in candidates):
+      # The candidates are still loaded (the elite is pop[0] from the second
+      # generation on): re-evaluate them in place, nothing is rebuilt.
+      elite_res = self.evaluator.evaluate([loaded[g] for g in candidates],
+                                          cfg.elite_episodes)
+    else:
+      self.network.load(self.builder.build_many(candidates))
+      elite_res = self.evaluator.evaluate(len(candidates), cfg.elite_episodes)
     frames += elite_res.frames
     scores = elite_res.fitness
     best = int(np.argmax(scores))
