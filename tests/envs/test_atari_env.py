@@ -105,6 +105,36 @@ class ResizeParityTest(tf.test.TestCase):
     self.assertLess(diffs.mean(), 0.01)
 
 
+def _play_pong(steps=120):
+  """Native max-pooled and 84x84 stacked observations of a fixed action run."""
+  native = AtariEnv("pong", 2, screen_size=None, stack=1, seed=5)
+  resized = AtariEnv("pong", 2, seed=5)
+  frames = [native.reset().numpy(), resized.reset().numpy()]
+  rng = np.random.default_rng(2)
+  for _ in range(steps):
+    actions = rng.integers(native.num_actions, size=2)
+    frames += [native.step(actions)[0].numpy(), resized.step(actions)[0].numpy()]
+  return frames
+
+
+class PortablePathTest(tf.test.TestCase):
+  """The AVX-512 grey-level path and the portable one give the same bytes."""
+
+  def test_portable_path_matches_default(self):
+    import os, subprocess, sys, tempfile  # pylint: disable=import-outside-toplevel,multiple-imports
+    out = os.path.join(tempfile.mkdtemp(), "frames.npz")
+    code = ("import numpy as np, sys; sys.path.insert(0, %r); "
+            "from tests.envs import test_atari_env as t; "
+            "np.savez(%r, *t._play_pong())") % (os.getcwd(), out)
+    env = dict(os.environ, TFRL_ALE_NO_SIMD="1")
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=os.getcwd())
+    portable = np.load(out)
+    default = _play_pong()
+    self.assertLen(portable.files, len(default))
+    for i, frames in enumerate(default):
+      np.testing.assert_array_equal(portable[f"arr_{i}"], frames, err_msg=f"array {i}")
+
+
 class PreprocessingTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_shapes_dtypes_and_attributes(self):

@@ -2,9 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define TFRL_X86 1
+#endif
 
 #include "ale/ale_interface.hpp"
 #include "ale/common/ColourPalette.hpp"
@@ -143,27 +149,83 @@ bool AleBatch::has_observation(int slot) const {
   return slots_[slot]->has_observation;
 }
 
+namespace {
+
+// Palette indices to grey levels through `table`; with `before`, the max of
+// the two screens' grey levels. The AVX-512 VBMI version looks up 64 pixels
+// at a time (two 128-byte halves of the table, picked by the index's top bit).
+void GreyLevelsScalar(const uint8_t* table, const uint8_t* __restrict raw,
+                      const uint8_t* __restrict before, uint8_t* __restrict out, size_t n,
+                      size_t from) {
+  if (before == nullptr) {
+    for (size_t i = from; i < n; ++i) out[i] = table[raw[i]];
+  } else {
+    for (size_t i = from; i < n; ++i) out[i] = std::max(table[raw[i]], table[before[i]]);
+  }
+}
+
+#ifdef TFRL_X86
+#define TFRL_VBMI __attribute__((target("avx512f,avx512bw,avx512vbmi")))
+
+TFRL_VBMI inline __m512i LookupVbmi(const __m512i table[4], __m512i idx) {
+  return _mm512_mask_blend_epi8(_mm512_movepi8_mask(idx),
+                                _mm512_permutex2var_epi8(table[0], idx, table[1]),
+                                _mm512_permutex2var_epi8(table[2], idx, table[3]));
+}
+
+TFRL_VBMI void GreyLevelsVbmi(const uint8_t* table, const uint8_t* raw, const uint8_t* before,
+                              uint8_t* out, size_t n) {
+  const __m512i t[4] = {_mm512_loadu_si512(table), _mm512_loadu_si512(table + 64),
+                        _mm512_loadu_si512(table + 128), _mm512_loadu_si512(table + 192)};
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    __m512i grey = LookupVbmi(t, _mm512_loadu_si512(raw + i));
+    if (before != nullptr) {
+      grey = _mm512_max_epu8(grey, LookupVbmi(t, _mm512_loadu_si512(before + i)));
+    }
+    _mm512_storeu_si512(out + i, grey);
+  }
+  GreyLevelsScalar(table, raw, before, out, n, i);
+}
+
+bool HasVbmi() {
+  // TFRL_ALE_NO_SIMD=1 forces the portable path (tests compare the two).
+  static const bool has = __builtin_cpu_supports("avx512vbmi") &&
+                          __builtin_cpu_supports("avx512bw") &&
+                          std::getenv("TFRL_ALE_NO_SIMD") == nullptr;
+  return has;
+}
+#endif
+
+void GreyLevels(const uint8_t* table, const uint8_t* raw, const uint8_t* before, uint8_t* out,
+                size_t n) {
+#ifdef TFRL_X86
+  if (HasVbmi()) return GreyLevelsVbmi(table, raw, before, out, n);
+#endif
+  GreyLevelsScalar(table, raw, before, out, n, 0);
+}
+
+}  // namespace
+
 void AleBatch::GrabScreen(Slot* slot, std::vector<uint8_t>* native) const {
   if (config_.grayscale) {
-    const uint8_t* __restrict raw = slot->ale->getScreen().getArray();
-    uint8_t* __restrict out = native->data();
-    const size_t n = native->size();
-    for (size_t i = 0; i < n; ++i) out[i] = gray_[raw[i]];
+    GreyLevels(gray_, slot->ale->getScreen().getArray(), nullptr, native->data(),
+               native->size());
   } else {
     slot->ale->getScreenRGB(*native);
   }
 }
 
 void AleBatch::GrabMaxPooled(Slot* slot) const {
-  uint8_t* __restrict last = slot->last.data();
-  const uint8_t* __restrict before = slot->before.data();
-  const size_t n = slot->last.size();
   if (config_.grayscale) {  // One pass: palette to grey and max together.
-    const uint8_t* __restrict raw = slot->ale->getScreen().getArray();
-    for (size_t i = 0; i < n; ++i) last[i] = std::max(gray_[raw[i]], gray_[before[i]]);
+    GreyLevels(gray_, slot->ale->getScreen().getArray(), slot->before.data(),
+               slot->last.data(), slot->last.size());
     return;
   }
   slot->ale->getScreenRGB(slot->last);
+  uint8_t* __restrict last = slot->last.data();
+  const uint8_t* __restrict before = slot->before.data();
+  const size_t n = slot->last.size();
   for (size_t i = 0; i < n; ++i) last[i] = std::max(last[i], before[i]);
 }
 
@@ -179,7 +241,7 @@ namespace {
 
 // The two passes of the area resize. Built for AVX2 (with gathers) and for
 // the baseline ISA; the loader picks the one the CPU runs.
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef TFRL_X86
 #define TFRL_MULTIVERSION __attribute__((target_clones("avx2", "default")))
 #else
 #define TFRL_MULTIVERSION
