@@ -2,10 +2,11 @@
 
 Side by side in one run, on the same `AtariEnv` slots:
 
-  * env-only: all slots stepped with random actions, nothing else;
+  * env-only: all slots stepped with random actions, nothing else, one
+    tf.function call per step (the same dispatch as the GA's step);
   * GA: whole generations (rebuild weights from seed chains, pipelined
     evaluation with the population network, elite re-evaluation, selection)
-    for each network arch and slot-group count asked for.
+    for each network arch, kernel storage dtype and slot-group count asked for.
 
 Frames are emulator frames (env steps x frame_skip). Episodes are capped at
 --episode_frame_cap frames so that a generation is short. The runs are
@@ -41,31 +42,31 @@ _NUM_ENVS = flags.DEFINE_integer("num_envs", 32, "Env slots.")
 _POPULATION = flags.DEFINE_integer("population", 32, "GA population.")
 _ARCHS = flags.DEFINE_list("archs", ["small", "large"], "Population network archs.")
 _GROUPS = flags.DEFINE_list("slot_groups", ["1", "2"], "Slot-group counts to compare.")
+_DTYPES = flags.DEFINE_list("weight_dtypes", ["float32", "bfloat16"],
+                            "Kernel storage dtypes to compare (NetworkConfig.weight_dtype).")
 _GENERATIONS = flags.DEFINE_integer("rounds", 3, "Interleaved rounds (one generation per GA cell each).")
 _CAP = flags.DEFINE_integer("episode_frame_cap", 1000, "Frame cap per episode.")
 _ENV_SECONDS = flags.DEFINE_float("env_seconds", 10.0, "Env-only measuring time per round.")
 _OUTPUT = flags.DEFINE_string("output", "ga_throughput.json", "JSON results path.")
 
 
-def env_only(env, seconds):
+def env_only(env, step, seconds):
   """(wall frames/s, frames per process-CPU-second) of random-action stepping."""
-  rng = np.random.default_rng(0)
   env.reset()
-  actions = tf.constant(rng.integers(0, env.num_actions, env.num_envs), tf.int32)
   for _ in range(3):
-    env.step(actions)
+    step()
   steps, start, cpu = 0, time.perf_counter(), time.process_time()
   while time.perf_counter() - start < seconds:
-    env.step(actions)[0].numpy()
+    step()[0].numpy()
     steps += env.num_envs
   frames = steps * env.frame_skip
   return (frames / (time.perf_counter() - start),
           frames / max(time.process_time() - cpu, 1e-9))
 
 
-def make_ga(env, arch, groups):
-  layout = pn.ParamLayout(pn.NetworkConfig(arch=arch), env.observation_shape,
-                          env.num_actions)
+def make_ga(env, arch, groups, dtype):
+  layout = pn.ParamLayout(pn.NetworkConfig(arch=arch, weight_dtype=dtype),
+                          env.observation_shape, env.num_actions)
   table = noise_lib.NoiseTable(0, max(1 << 22, 4 * layout.dim))
   net = pn.PopulationNetwork(layout, _POPULATION.value)
   evaluator = evaluation.PipelinedEvaluator(env, net, num_groups=groups,
@@ -94,23 +95,28 @@ def main(argv):
   env = AtariEnv(_GAME.value, _NUM_ENVS.value, seed=0)
   print(f"game={_GAME.value} slots={_NUM_ENVS.value} population={_POPULATION.value} "
         f"frame_skip={env.frame_skip} cap={_CAP.value} cpus={os.cpu_count()}", flush=True)
-  cells = {(arch, int(g)): make_ga(env, arch, int(g))
-           for arch in _ARCHS.value for g in _GROUPS.value}
+  @tf.function
+  def random_step():
+    actions = tf.random.uniform([env.num_envs], 0, env.num_actions, tf.int32)
+    return env.step(actions)
+
+  cells = {(arch, int(g), dt): make_ga(env, arch, int(g), dt)
+           for arch in _ARCHS.value for dt in _DTYPES.value for g in _GROUPS.value}
   results = {"env-only": []}
   results.update({key: [] for key in cells})
   # Interleaved rounds, so that load from other processes hits every run alike;
   # the best wall-clock round and the median CPU efficiency are reported.
   for rnd in range(_GENERATIONS.value):
-    results["env-only"].append(env_only(env, _ENV_SECONDS.value) + (None,))
+    results["env-only"].append(env_only(env, random_step, _ENV_SECONDS.value) + (None,))
     for key, algo in cells.items():
       wall, evalonly, per_cpu = ga_generation(algo)
       results[key].append((wall, per_cpu, evalonly))
     print(f"round {rnd + 1}: " + ", ".join(
-        f"{k if isinstance(k, str) else f'{k[0]}/g{k[1]}'} {v[-1][0]:.0f}"
+        f"{k if isinstance(k, str) else f'{k[0]}/{k[2]}/g{k[1]}'} {v[-1][0]:.0f}"
         for k, v in results.items()), flush=True)
   base_wall = max(r[0] for r in results["env-only"])
   base_cpu = float(np.median([r[1] for r in results["env-only"]]))
-  header = (f"{'run':<22} | {'best frames/s':>13} | {'frames/CPU-s':>12} | "
+  header = (f"{'run':<31} | {'best frames/s':>13} | {'frames/CPU-s':>12} | "
             f"{'wall vs env':>11} | {'CPU-eff. vs env':>15}")
   print(header)
   print("-" * len(header))
@@ -118,17 +124,20 @@ def main(argv):
   for key, runs in results.items():
     wall = max(r[0] for r in runs)
     per_cpu = float(np.median([r[1] for r in runs]))
-    name = key if isinstance(key, str) else f"GA {key[0]} groups={key[1]}"
+    name = key if isinstance(key, str) else f"GA {key[0]} {key[2]} groups={key[1]}"
     rows.append({"run": name, "best_frames_per_s": wall, "frames_per_cpu_second": per_cpu,
                  "wall_ratio_to_env_only": wall / base_wall,
                  "cpu_efficiency_ratio_to_env_only": per_cpu / base_cpu,
                  "rounds": [list(r) for r in runs]})
-    print(f"{name:<22} | {wall:>13.0f} | {per_cpu:>12.0f} | {wall / base_wall:>11.2f} | "
+    print(f"{name:<31} | {wall:>13.0f} | {per_cpu:>12.0f} | {wall / base_wall:>11.2f} | "
           f"{per_cpu / base_cpu:>15.2f}")
   with open(_OUTPUT.value, "w") as f:
     json.dump({"game": _GAME.value, "num_envs": _NUM_ENVS.value,
                "population": _POPULATION.value, "episode_frame_cap": _CAP.value,
-               "cpus": os.cpu_count(), "results": rows}, f, indent=1)
+               "cpus": os.cpu_count(),
+               "round_fields": ["wall frames/s", "frames per CPU-second",
+                                "eval-only frames/s (GA)"],
+               "results": rows}, f, indent=1)
   print(f"wrote {_OUTPUT.value}")
   env.close()
 

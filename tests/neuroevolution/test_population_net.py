@@ -66,14 +66,18 @@ class PopulationNetTest(tf.test.TestCase, parameterized.TestCase):
       ("large", "large", (84, 84, 4), 5, None),
       ("small_gst", "small", (84, 84, 4), 6,
        spec_lib.LayerSpec(kind="gst", block_size=8, target_sparsity=0.8)),
+      ("mlp_bf16", "mlp", (8,), 4, None, "bfloat16"),
+      ("small_bf16", "small", (84, 84, 4), 6, None, "bfloat16"),
   )
-  def test_forward_op_reference_and_plain_agree(self, arch, obs_shape, actions, plan):
-    layout = pn.ParamLayout(pn.NetworkConfig(arch=arch, layer_plan=plan), obs_shape, actions)
+  def test_forward_op_reference_and_plain_agree(self, arch, obs_shape, actions, plan,
+                                                dtype="float32"):
+    layout = pn.ParamLayout(pn.NetworkConfig(arch=arch, layer_plan=plan,
+                                             weight_dtype=dtype), obs_shape, actions)
     nets = 3
     flat = _flat(layout, nets, seed=1)
     op_net = pn.PopulationNetwork(layout, capacity=4)
-    ref_layout = pn.ParamLayout(pn.NetworkConfig(arch=arch, layer_plan=plan,
-                                                 use_op=False), obs_shape, actions)
+    ref_layout = pn.ParamLayout(pn.NetworkConfig(arch=arch, layer_plan=plan, use_op=False,
+                                                 weight_dtype=dtype), obs_shape, actions)
     ref_net = pn.PopulationNetwork(ref_layout, capacity=4)
     self.assertTrue(op_net.use_op)
     self.assertFalse(ref_net.use_op)
@@ -95,6 +99,11 @@ class PopulationNetTest(tf.test.TestCase, parameterized.TestCase):
       self.assertAllClose(got[b], plain[0], rtol=1e-4, atol=1e-4)
     acts = op_net.act(obs, index, active).numpy()
     self.assertAllEqual(acts[active], got[active].argmax(-1))
+    if dtype != "float32":  # the rounded kernels really are what is computed
+      self.assertEqual(op_net.kernels[0].dtype, tf.bfloat16)
+      f32 = pn.SingleNetwork(pn.ParamLayout(pn.NetworkConfig(arch=arch), obs_shape,
+                                            actions), flat[index[0]])
+      self.assertGreater(np.abs(f32.logits(obs[:1]).numpy()[0] - got[0]).max(), 1e-6)
 
   def test_partial_load_zeroes_the_rest_and_reads_weights_densely(self):
     # A sliced assign or a gather on a variable would put it in copy-on-read
@@ -125,6 +134,8 @@ class PopulationNetTest(tf.test.TestCase, parameterized.TestCase):
   def test_bad_configs_rejected(self):
     with self.assertRaises(ValueError):
       pn.NetworkConfig(arch="huge")
+    with self.assertRaises(ValueError):
+      pn.NetworkConfig(weight_dtype="float16")
     with self.assertRaises(ValueError):
       pn.ParamLayout(pn.NetworkConfig(arch="large"), (4,), 2)
     with self.assertRaises(ValueError):

@@ -38,6 +38,7 @@ class PopulationMatmulTest(tf.test.TestCase, parameterized.TestCase):
       ("dense", 37, 1, 29, 18, 5),
       ("dense_wide", 16, 1, 300, 512, 16),
       ("dense_vector_edges", 40, 1, 33, 47, 3),
+      ("dense_streamed_with_tail", 9, 1, 70, 75, 6),
       ("conv_like", 12, 49, 72, 16, 4),
       ("conv_large", 8, 81, 512, 64, 6),
       ("more_networks_than_rows", 3, 5, 11, 7, 64),
@@ -92,11 +93,15 @@ class PopulationMatmulTest(tf.test.TestCase, parameterized.TestCase):
         self.assertAllEqual(y[b], np.zeros_like(y[b]))
 
   def test_result_independent_of_batch_composition(self):
+    # 8 rows per network take the register-blocked path, a row alone the
+    # streamed one (and columns past the last full vector the scalar tail).
     rng = np.random.default_rng(6)
-    x, w, index, _ = _random_case(rng, 32, 1, 200, 64, 4)
-    full = population.population_matmul_op(x, w, index, np.ones(32, bool)).numpy()
-    alone = population.population_matmul_op(x[:1], w, index[:1], [True]).numpy()
-    self.assertAllEqual(full[:1], alone)
+    for n, dtype in ((64, tf.float32), (75, tf.float32), (75, tf.bfloat16)):
+      x, w, index, _ = _random_case(rng, 32, 1, 200, n, 4)
+      w = tf.cast(w, dtype)
+      full = population.population_matmul_op(x, w, index, np.ones(32, bool)).numpy()
+      alone = population.population_matmul_op(x[:1], w, index[:1], [True]).numpy()
+      self.assertAllEqual(full[:1], alone)
 
   def test_inside_tf_function_and_shape_inference(self):
     fn = tf.function(population.population_matmul_op, input_signature=[
@@ -215,6 +220,66 @@ class PopulationConv2DTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaises((tf.errors.InvalidArgumentError, ValueError)):
       population.population_conv2d_op(tf.ones([1, 4, 4, 1]), tf.ones([1, 1, 1]), [0],
                                        [True], kernel_size=0, stride=1)
+
+
+class BFloat16WeightsTest(tf.test.TestCase, parameterized.TestCase):
+  """bfloat16 weights: widened exactly, so equal to float32 weights rounded to bf16."""
+
+  test_session = None  # tf.test.TestCase's deprecated helper, not a test.
+
+  @parameterized.named_parameters(
+      ("dense_wide", 16, 1, 300, 512, 16),
+      ("dense_vector_edges", 40, 1, 33, 47, 3),
+      ("dense_streamed_with_tail", 9, 1, 70, 75, 6),
+      ("conv_like", 12, 49, 72, 16, 4),
+      ("tiny", 3, 2, 5, 3, 2),
+  )
+  def test_matmul_equals_float_op_on_rounded_weights(self, b, m, k, n, p):
+    rng = np.random.default_rng(k * n + p)
+    x, w, index, active = _random_case(rng, b, m, k, n, p)
+    w16 = tf.cast(w, tf.bfloat16)
+    rounded = tf.cast(w16, tf.float32)
+    self.assertGreater(np.abs(rounded.numpy() - w).max(), 0.0)  # really rounded
+    got = population.population_matmul_op(x, w16, index, active).numpy()
+    # Float32 arithmetic on the exactly widened weights (the scalar column
+    # tail may round differently from the float kernel's, hence not bitwise).
+    self.assertAllClose(got, population.population_matmul_op(x, rounded, index,
+                                                             active).numpy(),
+                        rtol=1e-6, atol=1e-6 * np.sqrt(k))
+    tol = 1e-4 * np.sqrt(k)
+    self.assertAllClose(got, population.population_matmul_reference(
+        x, w16, index, active).numpy(), rtol=1e-4, atol=tol)
+    self.assertAllClose(got, _numpy_reference(x, rounded.numpy(), index, active),
+                        rtol=1e-4, atol=tol)
+
+  def test_conv_equals_float_op_on_rounded_weights(self):
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((5, 21, 19, 4)).astype(np.float32)
+    w16 = tf.cast(rng.standard_normal((3, 8 * 8 * 4, 24)), tf.bfloat16)
+    index = np.array([2, 0, 2, 1, 0], np.int32)
+    active = np.array([1, 1, 0, 1, 1], bool)
+    got = population.population_conv2d_op(x, w16, index, active, kernel_size=8,
+                                           stride=4).numpy()
+    want = population.population_conv2d_op(x, tf.cast(w16, tf.float32), index,
+                                            active, kernel_size=8, stride=4).numpy()
+    self.assertAllClose(got, want, rtol=1e-6, atol=1e-5)
+    ref = population.population_conv2d_reference(x, w16, index, active,
+                                                 kernel_size=8, stride=4).numpy()
+    self.assertAllClose(got, ref, rtol=1e-4, atol=2e-3)
+
+  def test_bad_inputs_rejected(self):
+    lib = population.load_library()
+    w16 = tf.ones([2, 4, 3], tf.bfloat16)
+    with self.assertRaises(tf.errors.InvalidArgumentError):
+      lib.population_matmul(x=tf.ones([2, 1, 4]), w=w16, index=[0, 2],
+                            active=[True, True])
+    with self.assertRaises(tf.errors.InvalidArgumentError):
+      lib.population_matmul(x=tf.ones([2, 1, 5]), w=w16, index=[0, 1],
+                            active=[True, True])
+    with self.assertRaises((TypeError, tf.errors.InvalidArgumentError,
+                            tf.errors.NotFoundError)):
+      lib.population_matmul(x=tf.ones([2, 1, 4]), w=tf.ones([2, 4, 3], tf.float16),
+                            index=[0, 1], active=[True, True])
 
 
 if __name__ == "__main__":

@@ -53,6 +53,10 @@ def define_common_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   define("enum", "matmul", "auto", "auto: the compiled population op when built; "
          "op: require it; reference: the pure-TF gather+matmul.",
          enum_values=["auto", "op", "reference"])
+  define("enum", "weight_dtype", "float32", "Storage of the population's kernels: "
+         "bfloat16 halves the memory a step streams through the dense layers (the "
+         "played and exported networks use the rounded kernels; float32 arithmetic).",
+         enum_values=list(population_net.WEIGHT_DTYPES))
   define("integer", "sticky_actions", 0,
          "Atari: 1 = repeat_action_probability 0.25, 0 = deterministic.")
   layer_flags.define_layer_flags(fv)
@@ -74,7 +78,8 @@ def network_config(env, fv: flags.FlagValues = flags.FLAGS) -> population_net.Ne
   use_op = {"auto": None, "op": True, "reference": False}[fv.matmul]
   return population_net.NetworkConfig(
       arch=arch, hidden=tuple(int(h) for h in fv.hidden),
-      layer_plan=layer_flags.layer_plan_from_flags(fv), use_op=use_op)
+      layer_plan=layer_flags.layer_plan_from_flags(fv), use_op=use_op,
+      weight_dtype=fv.weight_dtype)
 
 
 @dataclasses.dataclass

@@ -42,9 +42,14 @@ def have_op() -> bool:
     return False
 
 
+WEIGHT_DTYPES = (tf.float32, tf.bfloat16)
+
+
 def _prepare(x, w, index, active):
   x = tf.convert_to_tensor(x, tf.float32)
-  w = tf.convert_to_tensor(w, tf.float32)
+  w = tf.convert_to_tensor(w)
+  if w.dtype not in WEIGHT_DTYPES:
+    w = tf.cast(w, tf.float32)
   index = tf.cast(tf.convert_to_tensor(index), tf.int32)
   if active is None:
     active = tf.ones_like(index, dtype=tf.bool)
@@ -57,7 +62,8 @@ def population_matmul_op(x, w, index, active=None) -> tf.Tensor:
 
   Args:
     x: [B, M, K] float32.
-    w: [P, K, N] float32, one weight matrix per network.
+    w: [P, K, N] float32 or bfloat16, one weight matrix per network
+      (bfloat16 is widened exactly; the arithmetic is float32).
     index: [B] int32, the network of each row, in [0, P) for active rows.
     active: [B] bool, the rows to compute; None means all.
 
@@ -77,7 +83,7 @@ def population_matmul_reference(x, w, index, active=None) -> tf.Tensor:
   nets = tf.gather(index, rows)
   tf.debugging.assert_less(nets, tf.shape(w)[0], message="index out of range [0, P)")
   tf.debugging.assert_non_negative(nets, message="index out of range [0, P)")
-  y = tf.matmul(tf.gather(x, rows), tf.gather(w, nets))
+  y = tf.matmul(tf.gather(x, rows), tf.cast(tf.gather(w, nets), tf.float32))
   shape = tf.stack([tf.shape(x)[0], tf.shape(x)[1], tf.shape(w)[2]])
   return tf.scatter_nd(rows[:, None], y, shape)
 
@@ -85,7 +91,7 @@ def population_matmul_reference(x, w, index, active=None) -> tf.Tensor:
 def population_matmul_dense_reference(x, w, index, active=None) -> tf.Tensor:
   """The naive reference: gather every row's weights, batched matmul, mask."""
   x, w, index, active = _prepare(x, w, index, active)
-  y = tf.matmul(x, tf.gather(w, index))
+  y = tf.matmul(x, tf.cast(tf.gather(w, index), tf.float32))
   return tf.where(active[:, None, None], y, tf.zeros_like(y))
 
 
@@ -95,7 +101,7 @@ def population_matmul(x, w, index, active=None,
 
   Args:
     x: [B, M, K] float32 (M = 1 for dense layers, patches for convolutions).
-    w: [P, K, N] float32.
+    w: [P, K, N] float32 or bfloat16 (widened exactly, float32 arithmetic).
     index: [B] int32 network of each row.
     active: [B] bool rows to compute (None: all); inactive rows give zeros.
     use_op: True forces the compiled op (ImportError if missing), False the
@@ -114,8 +120,8 @@ def population_conv2d_op(x, w, index, active=None, *, kernel_size: int,
 
   Args:
     x: [B, H, W, C] float32.
-    w: [P, kernel_size * kernel_size * C, N] float32 (rows ordered (kh, kw, C),
-      i.e. a conv2d kernel [kh, kw, C, N] reshaped).
+    w: [P, kernel_size * kernel_size * C, N] float32 or bfloat16 (rows ordered
+      (kh, kw, C), i.e. a conv2d kernel [kh, kw, C, N] reshaped).
     index: [B] int32 network of each row.
     active: [B] bool rows to compute; None means all.
     kernel_size, stride: square kernel and stride; padding is VALID.

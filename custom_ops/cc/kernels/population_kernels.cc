@@ -8,6 +8,12 @@
 // written with GCC vector extensions and compiled three times (AVX-512, AVX2 +
 // FMA, baseline SSE); the best one the CPU supports is picked at run time, so
 // the library runs on any x86-64 CPU whatever flags TensorFlow was built with.
+//
+// Weights come as float32 or bfloat16 (template TW). bfloat16 halves the bytes
+// that a step streams through a population's dense layers (one weight read per
+// network per step is what bounds them on a CPU); each weight is widened to
+// float32 exactly on load and the arithmetic is float32, so the result is the
+// float32 product with the bfloat16-rounded weights.
 
 #pragma GCC optimize("fp-contract=fast")
 
@@ -29,11 +35,12 @@ namespace {
 // starting at a[i] + s * seg_stride (K = num_seg * seg_len): one contiguous
 // segment for dense layers; for a convolution, the kh image rows of one patch
 // (kw * c_in floats each, W * c_in apart), read in place with no im2col copy.
+template <typename TW>
 struct GemmArgs {
   const float* const* a;
   float* const* c;
   int64_t rows;
-  const float* b;
+  const TW* b;
   int64_t k;
   int64_t n;
   int64_t seg_len;
@@ -52,7 +59,18 @@ struct GemmArgs {
 template <int W>
 struct Vec {
   typedef float type __attribute__((vector_size(W * sizeof(float))));
+  typedef uint16_t half __attribute__((vector_size(W * sizeof(uint16_t))));
+  typedef uint32_t wide __attribute__((vector_size(W * sizeof(uint32_t))));
 };
+
+// A bfloat16 is the high half of a float32: widening is exact.
+TFRL_INLINE float Widen(float v) { return v; }
+TFRL_INLINE float Widen(uint16_t v) {
+  const uint32_t u = static_cast<uint32_t>(v) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
 
 template <typename V>
 TFRL_INLINE V LoadU(const float* p) {
@@ -66,22 +84,38 @@ TFRL_INLINE void StoreU(float* p, const V& v) {
   std::memcpy(p, &v, sizeof(V));
 }
 
+// W weights as a float32 vector.
+template <int W>
+TFRL_INLINE typename Vec<W>::type LoadW(const float* p) {
+  return LoadU<typename Vec<W>::type>(p);
+}
+template <int W>
+TFRL_INLINE typename Vec<W>::type LoadW(const uint16_t* p) {
+  typename Vec<W>::half h;
+  std::memcpy(&h, p, sizeof(h));
+  const typename Vec<W>::wide u =
+      __builtin_convertvector(h, typename Vec<W>::wide) << 16;
+  typename Vec<W>::type f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
 // C[i, j0 : j0 + NV * W] for MR rows, accumulated over all of K in registers.
-template <int W, int MR, int NV>
+template <int W, int MR, int NV, typename TW>
 TFRL_INLINE void MicroKernel(const float* const* a, float* const* c,
-                             const float* b, const GemmArgs& g, int64_t j0) {
+                             const TW* b, const GemmArgs<TW>& g, int64_t j0) {
   typedef typename Vec<W>::type V;
   V acc[MR][NV];
   for (int i = 0; i < MR; ++i)
     for (int v = 0; v < NV; ++v) acc[i][v] = V{};
-  const float* bp = b + j0;
+  const TW* bp = b + j0;
   const int64_t ldb = g.n;
   for (int64_t s = 0; s < g.num_seg; ++s) {
     const float* ap[MR];
     for (int i = 0; i < MR; ++i) ap[i] = a[i] + s * g.seg_stride;
     for (int64_t t = 0; t < g.seg_len; ++t, bp += ldb) {
       V bv[NV];
-      for (int v = 0; v < NV; ++v) bv[v] = LoadU<V>(bp + v * W);
+      for (int v = 0; v < NV; ++v) bv[v] = LoadW<W>(bp + v * W);
       for (int i = 0; i < MR; ++i) {
         const float x = ap[i][t];
         for (int v = 0; v < NV; ++v) acc[i][v] += x * bv[v];
@@ -93,16 +127,17 @@ TFRL_INLINE void MicroKernel(const float* const* a, float* const* c,
 }
 
 // Columns that do not fill a vector.
-template <int MR>
+template <int MR, typename TW>
 TFRL_INLINE void ScalarTail(const float* const* a, float* const* c,
-                            const float* b, const GemmArgs& g, int64_t j0) {
+                            const TW* b, const GemmArgs<TW>& g, int64_t j0) {
   for (int i = 0; i < MR; ++i) {
     for (int64_t j = j0; j < g.n; ++j) {
       float sum = 0.f;
-      const float* bp = b + j;
+      const TW* bp = b + j;
       for (int64_t s = 0; s < g.num_seg; ++s) {
         const float* ap = a[i] + s * g.seg_stride;
-        for (int64_t t = 0; t < g.seg_len; ++t, bp += g.n) sum += ap[t] * *bp;
+        for (int64_t t = 0; t < g.seg_len; ++t, bp += g.n)
+          sum += ap[t] * Widen(*bp);
       }
       c[i][j] = sum;
     }
@@ -116,9 +151,9 @@ constexpr int AccBudget() {
   return W == 16 ? 16 : 12;
 }
 
-template <int W, int MR>
+template <int W, int MR, typename TW>
 TFRL_INLINE void RowBlock(const float* const* a, float* const* c,
-                          const GemmArgs& g) {
+                          const GemmArgs<TW>& g) {
   constexpr int kNv0 = AccBudget<W>() / MR;
   constexpr int kNv = kNv0 < 1 ? 1 : (kNv0 > 8 ? 8 : kNv0);
   int64_t j = 0;
@@ -127,56 +162,115 @@ TFRL_INLINE void RowBlock(const float* const* a, float* const* c,
   if (j < g.n) ScalarTail<MR>(a, c, g.b, g, j);
 }
 
-template <int W>
-TFRL_INLINE void GemmImpl(const GemmArgs& g) {
+// Few rows (R <= kStreamRows) against a wide B, as a dense layer of a GA
+// population meets it (one episode per network): such a GEMM is bound by
+// reading B from memory, so B is streamed once in address order, row after
+// row, with the R output rows (in L1) as accumulators, instead of one pass
+// over K per register-wide column block.
+constexpr int kStreamRows = 4;
+constexpr int64_t kStreamMinN = 64;
+constexpr int64_t kPrefetchRows = 8;
+
+template <int W, int R, typename TW>
+TFRL_INLINE void StreamRows(const float* const* a, float* const* c,
+                            const GemmArgs<TW>& g) {
+  typedef typename Vec<W>::type V;
+  const int64_t n = g.n, nv = n / W * W;
+  for (int i = 0; i < R; ++i) std::memset(c[i], 0, sizeof(float) * n);
+  const TW* bp = g.b;
+  const TW* const b_end = g.b + g.k * n;
+  for (int64_t s = 0; s < g.num_seg; ++s) {
+    const float* ap[R];
+    for (int i = 0; i < R; ++i) ap[i] = a[i] + s * g.seg_stride;
+    for (int64_t t = 0; t < g.seg_len; ++t, bp += n) {
+      float x[R];
+      for (int i = 0; i < R; ++i) x[i] = ap[i][t];
+      // Software prefetch a few KiB ahead: the hardware prefetchers stop at
+      // 4 KiB page boundaries, and this loop is bound by memory.
+      if (bp + kPrefetchRows * n < b_end) {
+        const char* ahead = reinterpret_cast<const char*>(bp + kPrefetchRows * n);
+        for (int64_t off = 0; off < static_cast<int64_t>(n * sizeof(TW)); off += 64)
+          __builtin_prefetch(ahead + off, 0, 3);
+      }
+      for (int64_t j = 0; j < nv; j += W) {
+        const V bv = LoadW<W>(bp + j);
+        for (int i = 0; i < R; ++i)
+          StoreU(c[i] + j, LoadU<V>(c[i] + j) + x[i] * bv);
+      }
+    }
+  }
+  // The same code as the register-blocked path for the last columns, so that
+  // a row's result does not depend on which path its bucket took.
+  if (nv < n) ScalarTail<R>(a, c, g.b, g, nv);
+}
+
+template <int W, typename TW>
+TFRL_INLINE void GemmImpl(const GemmArgs<TW>& g) {
   constexpr int kMr = W == 16 ? 8 : 6;
+  if (g.rows <= kStreamRows && g.n >= kStreamMinN) {
+    switch (g.rows) {
+      case 0: return;
+      case 1: StreamRows<W, 1>(g.a, g.c, g); return;
+      case 2: StreamRows<W, 2>(g.a, g.c, g); return;
+      case 3: StreamRows<W, 3>(g.a, g.c, g); return;
+      default: StreamRows<W, 4>(g.a, g.c, g); return;
+    }
+  }
   int64_t i = 0;
-  for (; i + kMr <= g.rows; i += kMr) RowBlock<W, kMr>(g.a + i, g.c + i, g);
+  for (; i + kMr <= g.rows; i += kMr) RowBlock<W, kMr, TW>(g.a + i, g.c + i, g);
   const float* const* a = g.a + i;
   float* const* c = g.c + i;
   switch (g.rows - i) {
     case 0: break;
-    case 1: RowBlock<W, 1>(a, c, g); break;
-    case 2: RowBlock<W, 2>(a, c, g); break;
-    case 3: RowBlock<W, 3>(a, c, g); break;
-    case 4: RowBlock<W, 4>(a, c, g); break;
-    case 5: RowBlock<W, 5>(a, c, g); break;
-    case 6: RowBlock<W, 6>(a, c, g); break;
-    default: RowBlock<W, 7>(a, c, g); break;
+    case 1: RowBlock<W, 1, TW>(a, c, g); break;
+    case 2: RowBlock<W, 2, TW>(a, c, g); break;
+    case 3: RowBlock<W, 3, TW>(a, c, g); break;
+    case 4: RowBlock<W, 4, TW>(a, c, g); break;
+    case 5: RowBlock<W, 5, TW>(a, c, g); break;
+    case 6: RowBlock<W, 6, TW>(a, c, g); break;
+    default: RowBlock<W, 7, TW>(a, c, g); break;
   }
 }
 
 #if TFRL_X86
-__attribute__((target("avx512f,avx512dq,avx2,fma"))) void GemmAvx512(
-    const GemmArgs& g) {
-  GemmImpl<16>(g);
+template <typename TW>
+__attribute__((target("avx512f,avx512dq,avx512bw,avx2,fma"))) void GemmAvx512(
+    const GemmArgs<TW>& g) {
+  GemmImpl<16, TW>(g);
 }
-__attribute__((target("avx2,fma"))) void GemmAvx2(const GemmArgs& g) {
-  GemmImpl<8>(g);
+template <typename TW>
+__attribute__((target("avx2,fma"))) void GemmAvx2(const GemmArgs<TW>& g) {
+  GemmImpl<8, TW>(g);
 }
 #endif
-void GemmBaseline(const GemmArgs& g) { GemmImpl<4>(g); }
+template <typename TW>
+void GemmBaseline(const GemmArgs<TW>& g) {
+  GemmImpl<4, TW>(g);
+}
 
-typedef void (*GemmFn)(const GemmArgs&);
+template <typename TW>
+using GemmFn = void (*)(const GemmArgs<TW>&);
 
-GemmFn PickGemm() {
+template <typename TW>
+GemmFn<TW> PickGemm() {
 #if TFRL_X86
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return &GemmAvx512;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
+    return &GemmAvx512<TW>;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return &GemmAvx2;
+    return &GemmAvx2<TW>;
 #endif
-  return &GemmBaseline;
+  return &GemmBaseline<TW>;
 }
 
 // Validates the active rows' network indices, buckets them by network and
 // runs one grouped GEMM per network on the intra-op threads. `row(b, i)` is
 // the start of A row i (of m) of batch row b; C rows are y + (b * m + i) * n.
 // Inactive rows of y are zeroed.
-template <typename RowFn>
-void RunGrouped(OpKernelContext* ctx, GemmFn gemm, const Tensor& index,
-                const Tensor& active, int64_t pop, int64_t m, GemmArgs geo,
-                const float* w, float* y, RowFn row) {
+template <typename TW, typename RowFn>
+void RunGrouped(OpKernelContext* ctx, GemmFn<TW> gemm, const Tensor& index,
+                const Tensor& active, int64_t pop, int64_t m, GemmArgs<TW> geo,
+                const TW* w, float* y, RowFn row) {
   const int64_t batch = index.dim_size(0);
   const int64_t n = geo.n, k = geo.k;
   const auto idx = index.flat<int32>();
@@ -236,7 +330,7 @@ void RunGrouped(OpKernelContext* ctx, GemmFn gemm, const Tensor& index,
   auto work = [&](int64_t first, int64_t last) {
     for (int64_t u = first; u < last; ++u) {
       const Unit& un = units[u];
-      GemmArgs g = geo;
+      GemmArgs<TW> g = geo;
       g.a = arows.data() + un.begin;
       g.c = crows.data() + un.begin;
       g.rows = un.end - un.begin;
@@ -267,10 +361,29 @@ Status CheckIndexAndActive(const Tensor& index, const Tensor& active,
   return OkStatus();
 }
 
+// The weights' storage type in the GEMM: float, or bfloat16 as its bits.
+template <typename T>
+struct Storage {
+  typedef float type;
+};
+template <>
+struct Storage<bfloat16> {
+  typedef uint16_t type;
+};
+
+template <typename T>
+const typename Storage<T>::type* WeightData(const Tensor& w) {
+  static_assert(sizeof(T) == sizeof(typename Storage<T>::type), "storage");
+  return reinterpret_cast<const typename Storage<T>::type*>(w.flat<T>().data());
+}
+
+template <typename T>
 class PopulationMatmulOp : public OpKernel {
+  typedef typename Storage<T>::type TW;
+
  public:
   explicit PopulationMatmulOp(OpKernelConstruction* ctx)
-      : OpKernel(ctx), gemm_(PickGemm()) {}
+      : OpKernel(ctx), gemm_(PickGemm<TW>()) {}
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor& x = ctx->input(0);
@@ -295,25 +408,29 @@ class PopulationMatmulOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({batch, m, n}), &y));
     if (y->NumElements() == 0) {
       // Still validate the indices of active rows.
-      RunGrouped(ctx, gemm_, index, active, pop, 0, GemmArgs{}, nullptr, nullptr,
-                 [](int64_t, int64_t) { return static_cast<const float*>(nullptr); });
+      RunGrouped<TW>(ctx, gemm_, index, active, pop, 0, GemmArgs<TW>{},
+                     static_cast<const TW*>(nullptr), nullptr,
+                     [](int64_t, int64_t) { return static_cast<const float*>(nullptr); });
       return;
     }
     const float* xp = x.flat<float>().data();
-    GemmArgs geo{nullptr, nullptr, 0, nullptr, k, n, k, 1, 0};
-    RunGrouped(ctx, gemm_, index, active, pop, m, geo, w.flat<float>().data(),
+    GemmArgs<TW> geo{nullptr, nullptr, 0, nullptr, k, n, k, 1, 0};
+    RunGrouped(ctx, gemm_, index, active, pop, m, geo, WeightData<T>(w),
                y->flat<float>().data(),
                [xp, m, k](int64_t b, int64_t i) { return xp + (b * m + i) * k; });
   }
 
  private:
-  const GemmFn gemm_;
+  const GemmFn<TW> gemm_;
 };
 
+template <typename T>
 class PopulationConv2DOp : public OpKernel {
+  typedef typename Storage<T>::type TW;
+
  public:
   explicit PopulationConv2DOp(OpKernelConstruction* ctx)
-      : OpKernel(ctx), gemm_(PickGemm()) {
+      : OpKernel(ctx), gemm_(PickGemm<TW>()) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("kernel_size", &kernel_size_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("stride", &stride_));
     OP_REQUIRES(ctx, kernel_size_ >= 1 && stride_ >= 1,
@@ -351,9 +468,9 @@ class PopulationConv2DOp : public OpKernel {
                    ctx->allocate_output(0, TensorShape({batch, oh, ow, n}), &y));
     if (y->NumElements() == 0) return;
     const float* xp = x.flat<float>().data();
-    GemmArgs geo{nullptr, nullptr, 0, nullptr, k, n, ks * c, ks, wd * c};
+    GemmArgs<TW> geo{nullptr, nullptr, 0, nullptr, k, n, ks * c, ks, wd * c};
     RunGrouped(ctx, gemm_, index, active, pop, oh * ow, geo,
-               w.flat<float>().data(), y->flat<float>().data(),
+               WeightData<T>(w), y->flat<float>().data(),
                [=](int64_t b, int64_t i) {
                  const int64_t oi = i / ow, oj = i % ow;
                  return xp + ((b * h + oi * st) * wd + oj * st) * c;
@@ -361,15 +478,21 @@ class PopulationConv2DOp : public OpKernel {
   }
 
  private:
-  const GemmFn gemm_;
+  const GemmFn<TW> gemm_;
   int kernel_size_ = 1;
   int stride_ = 1;
 };
 
-REGISTER_KERNEL_BUILDER(Name("PopulationMatmul").Device(DEVICE_CPU),
-                        PopulationMatmulOp);
-REGISTER_KERNEL_BUILDER(Name("PopulationConv2D").Device(DEVICE_CPU),
-                        PopulationConv2DOp);
+#define TFRL_REGISTER(T)                                              \
+  REGISTER_KERNEL_BUILDER(                                            \
+      Name("PopulationMatmul").Device(DEVICE_CPU).TypeConstraint<T>("T"), \
+      PopulationMatmulOp<T>);                                         \
+  REGISTER_KERNEL_BUILDER(                                            \
+      Name("PopulationConv2D").Device(DEVICE_CPU).TypeConstraint<T>("T"), \
+      PopulationConv2DOp<T>);
+TFRL_REGISTER(float)
+TFRL_REGISTER(bfloat16)
+#undef TFRL_REGISTER
 
 }  // namespace
 }  // namespace tensorflow

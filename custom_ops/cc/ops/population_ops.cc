@@ -13,10 +13,11 @@ using shape_inference::ShapeHandle;
 
 REGISTER_OP("PopulationMatmul")
     .Input("x: float")
-    .Input("w: float")
+    .Input("w: T")
     .Input("index: int32")
     .Input("active: bool")
     .Output("y: float")
+    .Attr("T: {float, bfloat16} = DT_FLOAT")
     .SetShapeFn([](InferenceContext* c) {
       ShapeHandle x, w, index, active;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 3, &x));
@@ -47,7 +48,9 @@ tf.image.extract_patches) with K = kh * kw * c_in.
 The op has no gradient: neuroevolution is gradient-free.
 
 x: [B, M, K] float32 inputs.
-w: [P, K, N] float32 weights of a population of P networks.
+w: [P, K, N] float32 or bfloat16 weights of a population of P networks;
+  bfloat16 weights are widened to float32 exactly and the arithmetic is
+  float32 (half the bytes to read per step).
 index: [B] int32, the network of each row; must lie in [0, P) where active.
 active: [B] bool, the rows to compute (e.g. episodes still running).
 y: [B, M, N] float32.
@@ -55,10 +58,11 @@ y: [B, M, N] float32.
 
 REGISTER_OP("PopulationConv2D")
     .Input("x: float")
-    .Input("w: float")
+    .Input("w: T")
     .Input("index: int32")
     .Input("active: bool")
     .Output("y: float")
+    .Attr("T: {float, bfloat16} = DT_FLOAT")
     .Attr("kernel_size: int >= 1")
     .Attr("stride: int >= 1")
     .SetShapeFn([](InferenceContext* c) {
@@ -105,7 +109,8 @@ place from x, so no im2col buffer is written. Rows of one network are one GEMM.
 The op has no gradient: neuroevolution is gradient-free.
 
 x: [B, H, W, C] float32.
-w: [P, kernel_size * kernel_size * C, N] float32.
+w: [P, kernel_size * kernel_size * C, N] float32 or bfloat16 (widened
+  exactly, float32 arithmetic).
 index: [B] int32 network of each row, in [0, P) where active.
 active: [B] bool rows to compute.
 y: [B, (H - kernel_size) / stride + 1, (W - kernel_size) / stride + 1, N].
