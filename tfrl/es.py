@@ -8,6 +8,7 @@
 from absl import app
 from absl import flags
 
+from tfrl.neuroevolution import checkpoint
 from tfrl.neuroevolution import cli
 from tfrl.neuroevolution import es
 from tfrl.neuroevolution import vbn
@@ -35,6 +36,12 @@ def main(argv):
   if FLAGS.virtual_batch_norm and FLAGS.vbn_reference_size < 2:
     raise app.UsageError(f"--vbn_reference_size must be >= 2, got "
                          f"{FLAGS.vbn_reference_size}.")
+  if FLAGS.resume and checkpoint.exists(FLAGS.logdir):
+    saved = bool(checkpoint.load(FLAGS.logdir)[0].get("virtual_batch_norm", False))
+    if saved != FLAGS.virtual_batch_norm:
+      raise app.UsageError(
+          f"the checkpoint in {FLAGS.logdir} was trained {'with' if saved else 'without'} "
+          f"virtual batch norm; resume it with --{'' if saved else 'no'}virtual_batch_norm.")
   vbn_config = (vbn.VBNConfig(reference_size=FLAGS.vbn_reference_size)
                 if FLAGS.virtual_batch_norm else None)
   config = es.ESConfig(

@@ -229,6 +229,9 @@ class VBNFlagTest(tf.test.TestCase):
     with np.load(os.path.join(logdir, "checkpoint_arrays.npz")) as arrays:
       self.assertEqual(arrays["vbn_reference"].shape, (16, 4))
     self.assertTrue(os.path.exists(os.path.join(logdir, "elite", "saved_model.pb")))
+    mismatch = self._run("--resume", "--generations=2", f"--logdir={logdir}")
+    self.assertNotEqual(mismatch.returncode, 0)
+    self.assertIn("resume it with --virtual_batch_norm", mismatch.stderr + mismatch.stdout)
     bad = self._run("--virtual_batch_norm", "--vbn_reference_size=1",
                     f"--logdir={logdir}_bad")
     self.assertNotEqual(bad.returncode, 0)

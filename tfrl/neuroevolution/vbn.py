@@ -65,7 +65,7 @@ class VBNConfig:
   reference_size: int = 128
   keep_probability: float = 0.01
   epsilon: float = 1e-5
-  max_rows: int = 1024
+  max_rows: int = 512
 
   def __post_init__(self):
     if isinstance(self.reference_size, bool) or int(self.reference_size) < 2:
