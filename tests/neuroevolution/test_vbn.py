@@ -130,6 +130,25 @@ class VBNForwardTest(tf.test.TestCase, parameterized.TestCase):
     self.assertGreater(np.abs(stats[0] - stats[1]).max(), 1e-2)
     self.assertGreater(np.abs(stats[0] - stats[3]).max(), 1e-4)   # a small perturbation
 
+  def test_variables_are_read_and_assigned_whole(self):
+    # A sliced assign or a gather on a variable would switch it to copy-on-read
+    # mode for good (every later forward copying all P kernels).
+    config, shape, dtype = _ARCHS["conv"]
+    layout = pn.ParamLayout(config, shape, 3)
+    net = pn.PopulationNetwork(layout, capacity=4)
+    net.load(_random_flat(layout, 2, seed=9))
+    norm = vbn.VirtualBatchNorm(net, _observations(shape, dtype, 4, seed=10))
+    norm.apply(2)
+    for fn in (norm._stats, norm._fold):
+      graph = fn.get_concrete_function().graph
+      sparse = [op.type for op in graph.get_operations()
+                if op.type.startswith("Resource") and op.type not in (
+                    "ReadVariableOp", "AssignVariableOp")]
+      self.assertEqual(sparse, [])
+    # The networks that were not loaded stay zero.
+    for v in net.kernels + net.biases:
+      self.assertAllEqual(v.numpy()[2:], np.zeros_like(v.numpy()[2:]))
+
   def test_bad_reference_rejected(self):
     config, shape, _ = _ARCHS["mlp"]
     net = pn.PopulationNetwork(pn.ParamLayout(config, shape, 2), capacity=2)
@@ -144,10 +163,11 @@ class VBNForwardTest(tf.test.TestCase, parameterized.TestCase):
       vbn.VirtualBatchNorm(net, np.zeros((4, 4), np.float32)).apply(2)
 
 
-def _es(logdir_seed=0, vbn_config=vbn.VBNConfig(reference_size=16, keep_probability=0.2)):
+def _es(logdir_seed=0, vbn_config=vbn.VBNConfig(reference_size=16, keep_probability=0.2),
+        weight_dtype="float32"):
   env = GymEnv("CartPole-v1", 8, seed=logdir_seed)
-  layout = pn.ParamLayout(pn.NetworkConfig(arch="mlp", hidden=(8,)), env.observation_shape,
-                          env.num_actions)
+  layout = pn.ParamLayout(pn.NetworkConfig(arch="mlp", hidden=(8,), weight_dtype=weight_dtype),
+                          env.observation_shape, env.num_actions)
   net = pn.PopulationNetwork(layout, 8)
   evaluator = evaluation.PipelinedEvaluator(env, net, num_groups=2, episode_frame_cap=60)
   config = es.ESConfig(population=8, sigma=0.05, learning_rate=0.1, center_episodes=1,
@@ -156,7 +176,7 @@ def _es(logdir_seed=0, vbn_config=vbn.VBNConfig(reference_size=16, keep_probabil
                               evaluator)
 
 
-class VBNEvolutionTest(tf.test.TestCase):
+class VBNEvolutionTest(tf.test.TestCase, parameterized.TestCase):
 
   test_session = None  # tf.test.TestCase's deprecated helper, not a test.
 
@@ -169,8 +189,9 @@ class VBNEvolutionTest(tf.test.TestCase):
                                         np.random.default_rng(0), 0.3)
     self.assertAllEqual(ref, again)
 
-  def test_exported_elite_matches_live_network(self):
-    algo = _es()
+  @parameterized.parameters("float32", "bfloat16")
+  def test_exported_elite_matches_live_network(self, weight_dtype):
+    algo = _es(weight_dtype=weight_dtype)
     algo.step()
     self.assertIsInstance(algo.layout, vbn.NormalizedLayout)
     export_dir = os.path.join(self.get_temp_dir(), "elite")

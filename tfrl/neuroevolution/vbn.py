@@ -163,8 +163,12 @@ class NormalizedLayout:
                        f"({self.genome_dim} + {self.stats_dim}), got {flat.shape}.")
     expanded = self.base.expand(flat[:, :self.genome_dim])
     stats = unflatten_stats(self.base, flat[:, self.genome_dim:])
+    weight_dtype = getattr(self.config, "weight_dtype", "float32")
     for i, (mean, scale) in zip(hidden_layers(self.base), stats):
-      expanded[i] = fold(*expanded[i], mean, scale)
+      kernel, bias = expanded[i]
+      # The normalization multiplies the kernel the population network holds
+      # (rounded when it stores bfloat16), as `VirtualBatchNorm.apply` does.
+      expanded[i] = fold(population_net.round_kernel(kernel, weight_dtype), bias, mean, scale)
     return expanded
 
   def describe(self) -> str:
@@ -196,6 +200,25 @@ class VirtualBatchNorm:
     self._chunk = max(1, config.max_rows // reference.shape[0])
     self._stats = tf.function(self._chunk_stats,
                               input_signature=[tf.TensorSpec([None], tf.int32)])
+    specs = [tf.TensorSpec([network.capacity, layout.layers[i].n], tf.float32)
+             for i in self.hidden]
+    self._fold = tf.function(self._fold_all, input_signature=[specs, specs])
+
+  def _fold_all(self, means, scales):
+    """Folds [capacity, N] statistics into every hidden layer's variables.
+
+    Whole-variable reads and assigns: a sliced assign (or a gather on a
+    variable) would switch it to copy-on-read mode for good, see
+    `PopulationNetwork.load`. With bfloat16 kernels the product of the stored
+    (rounded) kernel and the scale is rounded once, as in
+    `NormalizedLayout.expand`.
+    """
+    net = self.network
+    for i, mean, scale in zip(self.hidden, means, scales):
+      kernel, bias = net.kernels[i], net.biases[i]
+      kernel.assign(tf.cast(tf.cast(kernel.value(), tf.float32) * scale[:, None, :],
+                            kernel.dtype))
+      bias.assign(bias.value() - mean * scale)
 
   def _chunk_stats(self, nets):
     """(mean, scale) [len(nets), N] per hidden layer, for networks `nets`."""
@@ -219,7 +242,7 @@ class VirtualBatchNorm:
       per_net = tf.reshape(y, [count, -1, layer.n])   # [n, R * positions, N]
       mean, var = tf.nn.moments(per_net, axes=[1])
       scale = tf.math.rsqrt(var + self.config.epsilon)
-      bias = tf.gather(net.biases[i], nets)
+      bias = tf.gather(net.biases[i].value(), nets)  # dense read, see `_fold_all`
       normed = (per_net - mean[:, None, :]) * scale[:, None, :] + bias[:, None, :]
       h = tf.nn.relu(tf.reshape(normed, tf.shape(y)))
       out.append((mean, scale))
@@ -243,13 +266,8 @@ class VirtualBatchNorm:
     loaded weights, so a second call would normalize twice.
     """
     stats = self.statistics(count)
-    net = self.network
-    for i, (mean, scale) in zip(self.hidden, stats):
-      kernel, bias = net.kernels[i], net.biases[i]
-      if count < net.capacity:
-        kernel, bias = kernel[:count], bias[:count]
-      # In TF: a population's kernels can be large ([P, 3136, 512] for the
-      # Nature net).
-      kernel.assign(kernel * scale[:, None, :])
-      bias.assign(bias - mean * scale)
+    pad = self.network.capacity - count
+    # Unloaded networks keep scale 1, shift 0.
+    self._fold([np.pad(m, [[0, pad], [0, 0]]) for m, _ in stats],
+               [np.pad(s, [[0, pad], [0, 0]], constant_values=1.0) for _, s in stats])
     return flatten_stats(stats)
