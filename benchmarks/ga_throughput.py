@@ -3,7 +3,8 @@
 Side by side in one run, on the same `AtariEnv` slots:
 
   * env-only: all slots stepped with random actions, nothing else, one
-    tf.function call per step (the same dispatch as the GA's step);
+    tf.function call per step (the same dispatch as the GA's step), in as
+    many slot groups (threads) as the GA runs; its best run is the baseline;
   * GA: whole generations (rebuild weights from seed chains, pipelined
     evaluation with the population network, elite re-evaluation, selection)
     for each network arch, kernel storage dtype and slot-group count asked for.
@@ -22,6 +23,7 @@ Prints a table and writes JSON (--output).
 import json
 import os
 import sys
+import threading
 import time
 
 from absl import app
@@ -50,16 +52,31 @@ _ENV_SECONDS = flags.DEFINE_float("env_seconds", 10.0, "Env-only measuring time 
 _OUTPUT = flags.DEFINE_string("output", "ga_throughput.json", "JSON results path.")
 
 
-def env_only(env, step, seconds):
-  """(wall frames/s, frames per process-CPU-second) of random-action stepping."""
+def env_only(env, step, groups, seconds):
+  """(wall frames/s, frames per process-CPU-second) of random-action stepping.
+
+  The slots are cut into `groups` groups, each stepped by its own thread (as
+  the GA's slot groups are), so that env-only gets the same overlap.
+  """
   env.reset()
-  for _ in range(3):
-    step()
-  steps, start, cpu = 0, time.perf_counter(), time.process_time()
-  while time.perf_counter() - start < seconds:
-    step()[0].numpy()
-    steps += env.num_envs
-  frames = steps * env.frame_skip
+  slots = [tf.constant(g, tf.int32)
+           for g in np.array_split(np.arange(env.num_envs), groups)]
+  for g in slots:
+    step(g)
+  steps = [0] * groups
+  start, cpu = time.perf_counter(), time.process_time()
+
+  def run(i):
+    while time.perf_counter() - start < seconds:
+      step(slots[i])[0].numpy()
+      steps[i] += int(slots[i].shape[0])
+
+  threads = [threading.Thread(target=run, args=(i,)) for i in range(groups)]
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join()
+  frames = sum(steps) * env.frame_skip
   return (frames / (time.perf_counter() - start),
           frames / max(time.process_time() - cpu, 1e-9))
 
@@ -95,27 +112,30 @@ def main(argv):
   env = AtariEnv(_GAME.value, _NUM_ENVS.value, seed=0)
   print(f"game={_GAME.value} slots={_NUM_ENVS.value} population={_POPULATION.value} "
         f"frame_skip={env.frame_skip} cap={_CAP.value} cpus={os.cpu_count()}", flush=True)
-  @tf.function
-  def random_step():
-    actions = tf.random.uniform([env.num_envs], 0, env.num_actions, tf.int32)
-    return env.step(actions)
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.int32)])
+  def random_step(slots):
+    actions = tf.random.uniform(tf.shape(slots), 0, env.num_actions, tf.int32)
+    return env.step(actions, slots)
 
   cells = {(arch, int(g), dt): make_ga(env, arch, int(g), dt)
            for arch in _ARCHS.value for dt in _DTYPES.value for g in _GROUPS.value}
-  results = {"env-only": []}
+  env_cells = [f"env-only groups={g}" for g in _GROUPS.value]
+  results = {key: [] for key in env_cells}
   results.update({key: [] for key in cells})
   # Interleaved rounds, so that load from other processes hits every run alike;
   # the best wall-clock round and the median CPU efficiency are reported.
   for rnd in range(_GENERATIONS.value):
-    results["env-only"].append(env_only(env, random_step, _ENV_SECONDS.value) + (None,))
+    for key, g in zip(env_cells, _GROUPS.value):
+      results[key].append(env_only(env, random_step, int(g), _ENV_SECONDS.value) + (None,))
     for key, algo in cells.items():
       wall, evalonly, per_cpu = ga_generation(algo)
       results[key].append((wall, per_cpu, evalonly))
     print(f"round {rnd + 1}: " + ", ".join(
         f"{k if isinstance(k, str) else f'{k[0]}/{k[2]}/g{k[1]}'} {v[-1][0]:.0f}"
         for k, v in results.items()), flush=True)
-  base_wall = max(r[0] for r in results["env-only"])
-  base_cpu = float(np.median([r[1] for r in results["env-only"]]))
+  # The baseline is env-only's best configuration.
+  base_wall = max(r[0] for key in env_cells for r in results[key])
+  base_cpu = max(float(np.median([r[1] for r in results[key]])) for key in env_cells)
   header = (f"{'run':<31} | {'best frames/s':>13} | {'frames/CPU-s':>12} | "
             f"{'wall vs env':>11} | {'CPU-eff. vs env':>15}")
   print(header)

@@ -6,12 +6,12 @@ The env slots are cut into `num_groups` groups, each driven by its own thread:
 
 While one group's emulator step runs (a TF op that releases the GIL), another
 group's networks run, so emulation and network work overlap (Such et al.
-2018's pipelining). Each group keeps a fixed-size batch [group_size] with an
-`active` mask, so the forward pass is traced once and rows of finished slots
-cost nothing in the masked batching op; the env is stepped only for the
-running slots (index-subset calls), so episodes of different lengths need no
-padding work. Jobs (network, episode) are handed out to free slots from one
-shared queue.
+2018's pipelining). The forward pass and the env step see only the group's
+running slots (a batch of varying size, traced once with a None batch
+dimension; env index-subset calls), so the slots of finished episodes cost
+nothing, not even the uint8 -> float32 conversion of their frames, and
+episodes of different lengths need no padding work. Jobs (network, episode)
+are handed out to free slots from one shared queue.
 """
 
 import collections
@@ -64,9 +64,9 @@ class PipelinedEvaluator:
     obs_dtype = getattr(env, "observation_dtype", tf.uint8)
 
     def act_and_step(obs, index, active, rows, env_indices):
-      # One graph call per group step: forward of the group's fixed-size batch
-      # (inactive rows masked out in the op), then the env step of its running
-      # slots only.
+      # One graph call per group step: forward of the running slots' rows
+      # (`active` masks rows out in the op, for callers that keep idle rows),
+      # then the env step of those slots.
       actions = network.act(obs, index, active)
       return env.step(tf.gather(actions, rows), env_indices)
 
@@ -127,14 +127,18 @@ class PipelinedEvaluator:
             net[i], epi[i] = job
         ret = np.zeros(size, np.float64)
         length = np.zeros(size, np.int64)
+        all_true = np.ones(size, bool)
+        all_rows = np.arange(size, dtype=np.int32)
         while True:
           active = net >= 0
           rows = np.flatnonzero(active)
           if rows.size == 0:
             break
-          index = np.where(active, ids[np.maximum(net, 0)], 0).astype(np.int32)
-          o, r, term, trunc = self._act_and_step(obs, index, active,
-                                                 rows.astype(np.int32), slots[rows])
+          count = rows.size
+          running = obs if count == size else obs[rows]
+          o, r, term, trunc = self._act_and_step(
+              running, ids[net[rows]].astype(np.int32), all_true[:count],
+              all_rows[:count], slots[rows])
           obs[rows] = o.numpy()
           ret[rows] += r.numpy()
           length[rows] += 1
