@@ -91,7 +91,9 @@ def make_ga(env, arch, groups, dtype):
   config = ga.GAConfig(population=_POPULATION.value, truncation=10,
                        mutation_power=0.002, elite_candidates=2, elite_episodes=1)
   algo = ga.GeneticAlgorithm(config, layout, table, net, evaluator)
-  algo.step()  # warm-up: tracing, first weights
+  # Warm-up (tracing) on two networks; the measured rounds are whole generations.
+  net.load(np.zeros((2, layout.dim), np.float32))
+  evaluator.evaluate(2, 1)
   return algo
 
 

@@ -4,6 +4,7 @@ Side by side, for P networks each evaluated on its own observation (B = P
 rows, all active, uint8 [84, 84, 4] frames):
 
   * op:        tfrl's population network on the compiled masked batching op;
+  * op bf16:   the same with bfloat16 kernels (NetworkConfig.weight_dtype);
   * reference: the same network on the pure-TF tf.gather + tf.matmul reference
                (the fallback when the op is not built);
   * loop:      a per-network loop, P forwards of a plain conv2d/matmul network
@@ -54,7 +55,7 @@ def _timed(fn, seconds):
 def _fill_random(net, seed):
   rng = tf.random.Generator.from_seed(seed)
   for layer, k, b in zip(net.layout.layers, net.kernels, net.biases):
-    k.assign(rng.normal(k.shape) / np.sqrt(layer.k))
+    k.assign(tf.cast(rng.normal(k.shape) / np.sqrt(layer.k), k.dtype))
     b.assign(rng.normal(b.shape) * 0.01)
   net.loaded = net.capacity
 
@@ -72,8 +73,10 @@ def bench(population: int):
   rows = int(active_np.sum())
 
   nets = {}
-  for name, use_op in (("op", True), ("reference", False)):
-    layout = pn.ParamLayout(pn.NetworkConfig(arch=_ARCH.value, use_op=use_op),
+  for name, use_op, dtype in (("op", True, "float32"), ("op_bf16", True, "bfloat16"),
+                              ("reference", False, "float32")):
+    layout = pn.ParamLayout(pn.NetworkConfig(arch=_ARCH.value, use_op=use_op,
+                                             weight_dtype=dtype),
                             obs_shape, _ACTIONS.value)
     net = pn.PopulationNetwork(layout, population)
     _fill_random(net, 1)
@@ -133,6 +136,7 @@ def main(argv):
     fps, err, active_rows = bench(p)
     row = {"population": p, "active_rows": active_rows,
            "op_forwards_per_s": fps["op"],
+           "op_bf16_forwards_per_s": fps["op_bf16"],
            "reference_forwards_per_s": fps["reference"],
            "loop_forwards_per_s": fps["loop"],
            "op_over_reference": fps["op"] / fps["reference"],
@@ -140,12 +144,13 @@ def main(argv):
            "max_abs_diff_op_vs_reference": err}
     rows.append(row)
     print(f"P={p} done", flush=True)
-  header = (f"{'P':>5} | {'op fwd/s':>10} | {'reference fwd/s':>15} | "
+  header = (f"{'P':>5} | {'op fwd/s':>10} | {'op bf16':>8} | {'reference fwd/s':>15} | "
             f"{'loop fwd/s':>10} | {'op/ref':>6} | {'op/loop':>7}")
   print(header)
   print("-" * len(header))
   for r in rows:
     print(f"{r['population']:>5} | {r['op_forwards_per_s']:>10.1f} | "
+          f"{r['op_bf16_forwards_per_s']:>8.1f} | "
           f"{r['reference_forwards_per_s']:>15.1f} | {r['loop_forwards_per_s']:>10.1f} | "
           f"{r['op_over_reference']:>6.2f} | {r['op_over_loop']:>7.2f}")
   with open(_OUTPUT.value, "w") as f:
