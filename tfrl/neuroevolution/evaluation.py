@@ -74,6 +74,9 @@ class PipelinedEvaluator:
         tf.TensorSpec((None,) + obs_shape, obs_dtype),
         tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.bool),
         tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int32)])
+    # Called once per group step: the concrete function skips tf.function's
+    # argument binding (measured ~0.3 ms of a ~0.7 ms call on this machine).
+    self._step_fn = self._act_and_step.get_concrete_function()
 
   def evaluate(self, networks, episodes: int = 1) -> EvalResult:
     """Plays `episodes` episodes with each of the given loaded networks.
@@ -127,19 +130,26 @@ class PipelinedEvaluator:
             net[i], epi[i] = job
         ret = np.zeros(size, np.float64)
         length = np.zeros(size, np.int64)
-        all_true = np.ones(size, bool)
-        all_rows = np.arange(size, dtype=np.int32)
+        all_true = tf.ones([size], tf.bool)
+        all_rows = tf.range(size, dtype=tf.int32)
+        obs_t = None  # the last step's frames as a tensor, while they equal `obs`
         while True:
           active = net >= 0
           rows = np.flatnonzero(active)
           if rows.size == 0:
             break
           count = rows.size
-          running = obs if count == size else obs[rows]
-          o, r, term, trunc = self._act_and_step(
-              running, ids[net[rows]].astype(np.int32), all_true[:count],
-              all_rows[:count], slots[rows])
+          if count == size:
+            # Every slot runs: feed the previous step's output tensor back
+            # (a 32-slot numpy batch costs ~0.2 ms to convert).
+            running = obs_t if obs_t is not None else tf.convert_to_tensor(obs)
+          else:
+            running = tf.convert_to_tensor(obs[rows])
+          o, r, term, trunc = self._step_fn(
+              running, tf.convert_to_tensor(ids[net[rows]].astype(np.int32)),
+              all_true[:count], all_rows[:count], tf.convert_to_tensor(slots[rows]))
           obs[rows] = o.numpy()
+          obs_t = o if count == size else None
           ret[rows] += r.numpy()
           length[rows] += 1
           steps[g] += rows.size
@@ -157,6 +167,7 @@ class PipelinedEvaluator:
           if reset:
             reset = np.array(reset)
             obs[reset] = self.env.reset(slots[reset]).numpy()
+            obs_t = None
       except BaseException as e:  # surfaced in the caller's thread.
         errors.append(e)
         with lock:
