@@ -15,12 +15,20 @@ The batched envs reset finished slots at once, so the observation after a
 truncation (frame cap) is already the next episode's: truncation is treated
 like termination (no bootstrap), which only matters for the rare capped
 episode.
+
+RigL regrowth (pruned layers with `needs_gradient`, i.e. `dst` with regrowth
+by gradient magnitude) gets the dense gradients of those layers' kernels
+from the training step (already computed for RMSProp, unclipped: clipping
+scales all gradients alike and so keeps their ranking). Networks without such
+layers get no gradients: their training step is the same graph as without RigL.
 """
 
 import dataclasses
 from typing import Callable, Dict, Optional
 
 import tensorflow as tf
+
+from tfrl import layers as tl
 
 
 def n_step_returns(rewards, dones, bootstrap_value, discount):
@@ -116,8 +124,11 @@ class Learner(tf.Module):
     network: `net(obs) -> (logits [N, A], value [N] or [N, 1])`.
     optimizer: has `apply(grads, variables)` (tfrl.optimizers.RMSProp).
     config: LearnerConfig.
-    after_update: called with the network after every optimizer step
-      (tfrl.layers.after_update re-applies pruning masks), or None.
+    after_update: called after every optimizer step as
+      `after_update(network)`, or as `after_update(network, grads_and_vars)`
+      with the (gradient, kernel) pairs of the network's RigL layers when it
+      has any (`tfrl.layers.after_update` re-applies pruning masks and
+      regrows RigL layers by gradient magnitude); or None.
   """
 
   def __init__(self, network, optimizer, config: LearnerConfig,
@@ -161,13 +172,19 @@ class Learner(tf.Module):
     variables = self.network.trainable_variables
     with tf.GradientTape() as tape:
       loss, metrics = self.loss(batch)
-    grads = tape.gradient(loss, variables)
+    grads = raw_grads = tape.gradient(loss, variables)
     grad_norm = tf.linalg.global_norm(grads)
     if self.config.grad_clip_norm > 0:
       grads, _ = tf.clip_by_global_norm(grads, self.config.grad_clip_norm,
                                         use_norm=grad_norm)
     self.optimizer.apply(grads, variables)
     if self._after_update is not None:
-      self._after_update(self.network)
+      # Checked at trace time, after the forward pass has built the layers.
+      rigl_kernels = {l.kernel.ref() for l in tl.layers_of(self.network) if l.needs_gradient}
+      if rigl_kernels:
+        self._after_update(self.network, [(g, v) for g, v in zip(raw_grads, variables)
+                                          if v.ref() in rigl_kernels])
+      else:
+        self._after_update(self.network)
     metrics["grad_norm"] = grad_norm
     return metrics

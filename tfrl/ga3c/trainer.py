@@ -4,7 +4,9 @@ One call of `train()` (a `tf.function`):
 
   batch = training_queue: everything waiting, at least ceil(min_batch / T)
           segments (blocking), at most the cap
-  metrics = learner.train(batch)     # A3C loss, gradients, RMSProp
+  metrics = learner.train(batch)     # A3C loss, gradients, RMSProp, then
+                                     # the pruning hook (RigL layers get
+                                     # their kernels' dense gradients)
 
 Waiting for at least `training_min_batch_size` samples bounds the number of
 updates per sample, the knob GA3C uses against policy lag.
