@@ -9,12 +9,13 @@ from absl import app
 from absl import flags
 
 from tfrl.neuroevolution import checkpoint
-from tfrl.neuroevolution import cli
+from tfrl import cli
+from tfrl.neuroevolution import cli as ne_cli
 from tfrl.neuroevolution import es
 from tfrl.neuroevolution import vbn
 
 FLAGS = flags.FLAGS
-cli.define_common_flags()
+ne_cli.define_common_flags()
 flags.DEFINE_float("sigma", 0.02, "Perturbation scale.")
 flags.DEFINE_float("learning_rate", 0.01, "Adam step size.")
 flags.DEFINE_float("l2", 0.005, "L2 weight decay coefficient.")
@@ -29,7 +30,7 @@ flags.DEFINE_integer("vbn_reference_size", vbn.VBNConfig.reference_size,
 
 
 def main(argv):
-  cli.check_argv(argv)
+  ne_cli.check_argv(argv)
   if FLAGS.population % 2:
     raise app.UsageError(f"--population must be even for mirrored sampling, got "
                          f"{FLAGS.population}.")
@@ -49,9 +50,9 @@ def main(argv):
       l2=FLAGS.l2, episodes_per_eval=FLAGS.episodes_per_eval,
       center_episodes=FLAGS.center_episodes, fitness_shaping=FLAGS.fitness_shaping,
       seed=FLAGS.seed, vbn=vbn_config)
-  cli.main_for(lambda s: es.EvolutionStrategy(config, s.layout, s.table, s.network,
+  ne_cli.main_for(lambda s: es.EvolutionStrategy(config, s.layout, s.table, s.network,
                                               s.evaluator))
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main, "tfrl.es")

@@ -7,11 +7,12 @@
 from absl import app
 from absl import flags
 
-from tfrl.neuroevolution import cli
+from tfrl import cli
+from tfrl.neuroevolution import cli as ne_cli
 from tfrl.neuroevolution import ga
 
 FLAGS = flags.FLAGS
-cli.define_common_flags()
+ne_cli.define_common_flags()
 flags.DEFINE_integer("truncation", 10, "Parents: the top T individuals.")
 flags.DEFINE_float("mutation_power", 0.005, "sigma of a mutation.")
 flags.DEFINE_integer("elite_candidates", 5, "Top individuals re-evaluated for the elite.")
@@ -28,11 +29,11 @@ def ga_config(random_search: bool = False) -> ga.GAConfig:
 
 
 def main(argv):
-  cli.check_argv(argv)
+  ne_cli.check_argv(argv)
   config = ga_config()
-  cli.main_for(lambda s: ga.GeneticAlgorithm(config, s.layout, s.table, s.network,
+  ne_cli.main_for(lambda s: ga.GeneticAlgorithm(config, s.layout, s.table, s.network,
                                              s.evaluator))
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main, "tfrl.ga")

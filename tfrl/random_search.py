@@ -9,25 +9,26 @@ individual seen, re-evaluated on --elite_episodes episodes.
 from absl import app
 from absl import flags
 
-from tfrl.neuroevolution import cli
+from tfrl import cli
+from tfrl.neuroevolution import cli as ne_cli
 from tfrl.neuroevolution import ga
 
 FLAGS = flags.FLAGS
-cli.define_common_flags()
+ne_cli.define_common_flags()
 flags.DEFINE_integer("elite_candidates", 5, "Top individuals re-evaluated for the elite.")
 flags.DEFINE_integer("elite_episodes", 5, "Episodes of each elite candidate's re-evaluation.")
 
 
 def main(argv):
-  cli.check_argv(argv)
+  ne_cli.check_argv(argv)
   config = ga.GAConfig(
       population=FLAGS.population, truncation=1,
       elite_candidates=min(FLAGS.elite_candidates, FLAGS.population),
       elite_episodes=FLAGS.elite_episodes, episodes_per_eval=FLAGS.episodes_per_eval,
       random_search=True, seed=FLAGS.seed)
-  cli.main_for(lambda s: ga.GeneticAlgorithm(config, s.layout, s.table, s.network,
+  ne_cli.main_for(lambda s: ga.GeneticAlgorithm(config, s.layout, s.table, s.network,
                                              s.evaluator))
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main, "tfrl.random_search")

@@ -12,6 +12,8 @@ import os
 
 from absl import app
 from absl import flags
+
+from tfrl import cli
 from absl import logging
 
 from tfrl.layers import flags as layer_flags
@@ -188,4 +190,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main, "tfrl.ga3c")

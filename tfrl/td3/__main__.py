@@ -7,6 +7,8 @@ import os
 from absl import app
 from absl import flags
 
+from tfrl import cli
+
 from tfrl.layers import flags as layer_flags
 from tfrl.td3 import config as config_lib
 from tfrl.td3 import loop as train_lib
@@ -70,4 +72,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main, "tfrl.td3")

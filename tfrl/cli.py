@@ -1,0 +1,35 @@
+"""How every tfrl entry point ends on bad input: one line, non-zero exit.
+
+    if __name__ == "__main__":
+      cli.run(main, "tfrl.td3")
+
+Flag values that fail a config's checks (ValueError), usage errors, missing
+optional dependencies (ImportError) and missing files end the process with
+`<prog>: error: <message>` on stderr and exit code 2, instead of a traceback
+or the whole help text. Errors of any other kind keep their traceback: they
+are bugs, not bad input.
+"""
+
+import sys
+from typing import Callable, NoReturn
+
+from absl import app
+
+BAD_INPUT = (app.UsageError, ValueError, ImportError, FileNotFoundError)
+
+
+def fail(prog: str, message) -> NoReturn:
+  print(f"{prog}: error: {message}", file=sys.stderr)
+  sys.exit(2)
+
+
+def run(main: Callable, prog: str) -> None:
+  """absl's app.run(main), with bad input reported by `fail`."""
+
+  def checked_main(argv):
+    try:
+      return main(argv)
+    except BAD_INPUT as e:
+      fail(prog, e)
+
+  app.run(checked_main)
