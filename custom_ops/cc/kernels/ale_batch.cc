@@ -319,19 +319,15 @@ void AleBatch::PushFrame(Slot* slot, bool fill) const {
     }
     return;
   }
-  if (stack * c == 4) {  // The common 4 x grayscale: one 32-bit shift per pixel.
+  constexpr bool kLittleEndian = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+  if (kLittleEndian && stack * c == 4) {
+    // The common 4 x grayscale: one 32-bit shift per pixel drops byte 0 (the
+    // oldest frame) and puts the new frame in byte 3.
     for (size_t p = 0; p < pixels; ++p) {
       uint32_t v;
       std::memcpy(&v, out + 4 * p, 4);
-      // Little endian: byte 0 (the oldest frame) drops out, the new frame
-      // enters as byte 3. Big endian hosts take the general path below.
-      if constexpr (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__) {
-        v = (v >> 8) | (static_cast<uint32_t>(frame[p]) << 24);
-        std::memcpy(out + 4 * p, &v, 4);
-        continue;
-      }
-      std::memmove(out + 4 * p, out + 4 * p + 1, 3);
-      out[4 * p + 3] = frame[p];
+      v = (v >> 8) | (static_cast<uint32_t>(frame[p]) << 24);
+      std::memcpy(out + 4 * p, &v, 4);
     }
     return;
   }
