@@ -9,7 +9,10 @@
 # 10000), OUT (default /tmp/tfrl_gst_halfcheetah), SEED (0), PYTHON,
 # PARALLEL (1: all runs at once under `nice`, one TF thread each; default 0),
 # METHODS (default "dense iterative_pruning gst"; gst_b32 is GST with b=32
-# circulant blocks), TABLE_ONLY (1: only print the table of finished runs).
+# circulant blocks), TABLE_ONLY (1: only print the table of finished runs),
+# CHECKPOINT_EVERY (env steps, default STEPS), RESUME (1: carry on from the
+# runs' checkpoints in OUT), NICE (niceness under PARALLEL, default 10).
+# Ctrl-C / SIGTERM stop the runs with a checkpoint; RESUME=1 continues them.
 # The return is the mean of 5 deterministic episodes after training.
 # Pruning schedules count training iterations (= STEPS - START); both
 # iterative pruning and GST's reward-aware pruning end at 80 % of them.
@@ -24,8 +27,9 @@ ITERS=$((STEPS - START))
 END=$((ITERS * 8 / 10))
 FREQ=$((ITERS / 40 > 1000 ? 1000 : (ITERS / 40 > 0 ? ITERS / 40 : 1)))
 common=(--total_steps="$STEPS" --start_steps="$START" --seed="$SEED" --eval_every=0
-        --eval_episodes=5 --checkpoint_every="$STEPS" --log_every=$((STEPS / 20))
+        --eval_episodes=5 --checkpoint_every="${CHECKPOINT_EVERY:-$STEPS}" --log_every=$((STEPS / 20))
         --pruning_begin=0 --pruning_end="$END" --pruning_frequency="$FREQ" --jit_compile)
+[[ "${RESUME:-0}" == 1 ]] && common+=(--resume)
 PARALLEL=${PARALLEL:-0}
 read -r -a methods <<< "${METHODS:-dense iterative_pruning gst}"
 declare -A flagfile=([dense]=td3_halfcheetah [iterative_pruning]=td3_halfcheetah_pruning
@@ -35,7 +39,7 @@ run() {
   local name=$1
   echo "== $name" >&2
   PYTHONPATH=. "$PYTHON" -m tfrl.td3 --flagfile="flags/${flagfile[$name]}.flags" "${common[@]}" \
-    --logdir="$OUT/$name" > "$OUT/$name.log" 2>&1 || { tail -20 "$OUT/$name.log" >&2; return 1; }
+    --logdir="$OUT/$name" >> "$OUT/$name.log" 2>&1 || { tail -20 "$OUT/$name.log" >&2; return 1; }
 }
 if [[ "${TABLE_ONLY:-0}" == 1 ]]; then
   :
@@ -44,9 +48,11 @@ elif [[ "$PARALLEL" == 1 ]]; then
   # oversubscription, `nice` keeps the machine usable meanwhile.
   export TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1
   pids=()
-  for m in "${methods[@]}"; do nice -n 10 bash -c "$(declare -f run); $(declare -p common flagfile); \
+  for m in "${methods[@]}"; do nice -n "${NICE:-10}" bash -c "$(declare -f run); $(declare -p common flagfile); \
     OUT='$OUT' PYTHON='$PYTHON' run $m" & pids+=($!); done
-  for p in "${pids[@]}"; do wait "$p"; done
+  # Background jobs ignore the terminal's Ctrl-C: pass it on to the runs.
+  trap 'pkill -INT -f -- "--logdir=$OUT/" || true' INT TERM
+  for p in "${pids[@]}"; do wait "$p" || wait "$p"; done
 else
   for m in "${methods[@]}"; do run "$m"; done
 fi
@@ -58,6 +64,9 @@ print(f"TD3 HalfCheetah-v5, {steps} env steps, seed as given")
 print(f"{'method':<18} {'eval return':>11} {'train ret(10)':>13} {'avg compr.':>10} "
       f"{'final compr.':>12} {'stored params':>13} {'policy bytes':>12} {'wall s':>7}")
 for n, r in rows.items():
+  if not r.get("completed", True):
+    print(f"{n:<18} stopped at step {r['env_steps']}; finish it with RESUME=1")
+    continue
   tr = r['train_return_last10']
   tr = float('nan') if tr is None else tr
   print(f"{n:<18} {r['eval_return']:>11.1f} {tr:>13.1f} "

@@ -2,8 +2,10 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import tensorflow as tf
 
@@ -37,6 +39,39 @@ class TD3CliTest(tf.test.TestCase):
     self.assertEqual(layers["actor/out"]["compression_ratio"], 0.0)
     with open(os.path.join(logdir, "flags.txt")) as f:
       self.assertIn("--pruning_schedule=nm", f.read())
+
+  def test_ctrl_c_writes_checkpoint_and_resume_finishes(self):
+    logdir = os.path.join(self.get_temp_dir(), "interrupted")
+    args = ["--env=Pendulum-v1", "--start_steps=100", "--hidden_sizes=16,16",
+            "--batch_size=16", "--eval_episodes=1", "--eval_every=0", "--update_every=50",
+            "--log_every=100", "--checkpoint_every=1000000", f"--logdir={logdir}",
+            "--export=false"]
+    env = dict(os.environ, PYTHONPATH=_REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-m", "tfrl.td3", "--total_steps=1000000"] + args,
+                            cwd=_REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+      # Wait for training to be under way (a log line past the random steps).
+      deadline = time.time() + 300
+      for line in proc.stdout:
+        if "step 200:" in line or time.time() > deadline:
+          break
+      proc.send_signal(signal.SIGINT)
+      out, _ = proc.communicate(timeout=300)
+    finally:
+      if proc.poll() is None:
+        proc.kill()
+    self.assertEqual(proc.returncode, 0, out[-3000:])
+    summary = json.loads(out.strip().splitlines()[-1])
+    self.assertFalse(summary["completed"])
+    stopped_at = summary["env_steps"]
+    self.assertBetween(stopped_at, 200, 999_999)
+    self.assertNotEmpty(tf.io.gfile.glob(os.path.join(logdir, "checkpoints", "ckpt-*")))
+    resumed = _run(["--total_steps=%d" % (stopped_at + 100), "--resume"] + args)
+    self.assertEqual(resumed.returncode, 0, resumed.stderr[-3000:])
+    summary = json.loads(resumed.stdout.strip().splitlines()[-1])
+    self.assertTrue(summary["completed"])
+    self.assertEqual(summary["env_steps"], stopped_at + 100)
 
 
 if __name__ == "__main__":

@@ -9,12 +9,19 @@ training iterations between `begin_step` and `end_step` (see
 `tfrl/layers/gst.py` for the rule). The compression ratio is recorded after
 every training phase and averaged over all training iterations.
 On `resume`, the latest checkpoint (networks, optimizers, controller,
-compression tracker, counters) and the saved replay buffer are restored; the
-environment starts a new episode.
+compression tracker, counters, training seconds) and the saved replay buffer
+are restored; the environment starts a new episode.
+
+SIGINT (Ctrl-C) or SIGTERM stops the loop after the current step: the
+checkpoint, replay buffer and policies are written, the summary says
+`"completed": false`, and `--resume` carries on from there.
 """
 
+import contextlib
 import json
 import os
+import signal
+import threading
 import time
 from typing import Optional
 
@@ -43,6 +50,22 @@ def make_env(env_id: str):
     raise ValueError(f"TD3 needs a continuous (Box) action space; {env_id} has "
                      f"{env.action_space}.")
   return env
+
+
+@contextlib.contextmanager
+def _stop_on_signals():
+  """Yields an Event set by SIGINT/SIGTERM (main thread only); a second
+  signal during shutdown gets the previous handler."""
+  stop = threading.Event()
+  handlers = {}
+  if threading.current_thread() is threading.main_thread():
+    for sig in (signal.SIGINT, signal.SIGTERM):
+      handlers[sig] = signal.signal(sig, lambda *_: stop.set())
+  try:
+    yield stop
+  finally:
+    for sig, handler in handlers.items():
+      signal.signal(sig, handler)
 
 
 def evaluate(act, env, episodes: int, seed: int) -> float:
@@ -103,8 +126,9 @@ def train(config: config_lib.TD3Config, plan=None,
   tracker = tl.CompressionTracker()
   env_steps = tf.Variable(0, dtype=tf.int64, trainable=False)
   episodes = tf.Variable(0, dtype=tf.int64, trainable=False)
+  seconds = tf.Variable(0.0, dtype=tf.float64, trainable=False)  # summed over resumes
   checkpoint = tf.train.Checkpoint(learner=learner, controller=controller, tracker=tracker,
-                                   env_steps=env_steps, episodes=episodes)
+                                   env_steps=env_steps, episodes=episodes, seconds=seconds)
   manager = tf.train.CheckpointManager(checkpoint, os.path.join(logdir, "checkpoints"), 2)
   replay_path = os.path.join(logdir, "checkpoints", "replay.npz")
   if resume and manager.latest_checkpoint:
@@ -119,6 +143,7 @@ def train(config: config_lib.TD3Config, plan=None,
   scale = (high - low) / 2.0
 
   def save_checkpoint():
+    seconds.assign(seconds0 + time.time() - start)
     manager.save(checkpoint_number=int(env_steps))
     replay.save(replay_path)
 
@@ -127,10 +152,10 @@ def train(config: config_lib.TD3Config, plan=None,
   metrics = {}
   eval_return = None
   t0, steps0 = time.time(), int(env_steps)
-  start = time.time()
-  with writer.as_default():
+  start, seconds0 = time.time(), float(seconds)
+  with writer.as_default(), _stop_on_signals() as stop:
     t = int(env_steps)
-    while t < config.total_steps:
+    while t < config.total_steps and not stop.is_set():
       if t < config.start_steps:
         action = env.action_space.sample()
       else:
@@ -182,14 +207,16 @@ def train(config: config_lib.TD3Config, plan=None,
         tf.summary.scalar("eval/return", eval_return, step=t)
       if t % config.checkpoint_every == 0:
         save_checkpoint()
-    if eval_return is None or not config.eval_every or t % config.eval_every:
+    if stop.is_set():
+      logging.info("Stopped by a signal at step %d; writing the checkpoint.", t)
+    elif eval_return is None or not config.eval_every or t % config.eval_every:
       eval_return = evaluate(learner.act, eval_env, config.eval_episodes, 10_000 + t)
       tf.summary.scalar("eval/return", eval_return, step=t)
   save_checkpoint()
   writer.flush()
   report = tl.compression_report(learner.networks)
   summary = {
-      "env": config.env, "env_steps": t, "training_iterations": int(learner.num_updates),
+      "env": config.env, "env_steps": t, "completed": t >= config.total_steps, "training_iterations": int(learner.num_updates),
       "eval_return": eval_return,
       "train_return_last10": float(np.mean(recent)) if recent else None,
       "final_compression_ratio": report["total"]["compression_ratio"],
@@ -198,7 +225,7 @@ def train(config: config_lib.TD3Config, plan=None,
       "stored_params": report["total"]["stored_params"],
       "stored_bytes": report["total"]["bytes"],
       "layers": report["layers"],
-      "wall_seconds": time.time() - start,
+      "wall_seconds": float(seconds),
   }
   if export:
     summary.update(export_policies(learner, plan, logdir))
