@@ -7,7 +7,10 @@ Side by side in one run, on the same `AtariEnv` slots:
     many slot groups (threads) as the GA runs; its best run is the baseline;
   * GA: whole generations (rebuild weights from seed chains, pipelined
     evaluation with the population network, elite re-evaluation, selection)
-    for each network arch, kernel storage dtype and slot-group count asked for.
+    for each network arch, kernel storage dtype, slot-group count and
+    episodes per evaluation asked for (with several episodes per network the
+    episodes of one network run side by side and share each read of its
+    kernels; the GA itself is then a different, less noisy, configuration).
 
 Frames are emulator frames (env steps x frame_skip). Episodes are capped at
 --episode_frame_cap frames so that a generation is short. The runs are
@@ -46,6 +49,8 @@ _ARCHS = flags.DEFINE_list("archs", ["small", "large"], "Population network arch
 _GROUPS = flags.DEFINE_list("slot_groups", ["1", "2"], "Slot-group counts to compare.")
 _DTYPES = flags.DEFINE_list("weight_dtypes", ["float32", "bfloat16"],
                             "Kernel storage dtypes to compare (NetworkConfig.weight_dtype).")
+_EPISODES = flags.DEFINE_list("episodes_per_eval", ["1"],
+                              "Episodes per network and generation to compare.")
 _GENERATIONS = flags.DEFINE_integer("rounds", 3, "Interleaved rounds (one generation per GA cell each).")
 _CAP = flags.DEFINE_integer("episode_frame_cap", 1000, "Frame cap per episode.")
 _ENV_SECONDS = flags.DEFINE_float("env_seconds", 10.0, "Env-only measuring time per round.")
@@ -81,7 +86,7 @@ def env_only(env, step, groups, seconds):
           frames / max(time.process_time() - cpu, 1e-9))
 
 
-def make_ga(env, arch, groups, dtype):
+def make_ga(env, arch, groups, dtype, episodes):
   layout = pn.ParamLayout(pn.NetworkConfig(arch=arch, weight_dtype=dtype),
                           env.observation_shape, env.num_actions)
   table = noise_lib.NoiseTable(0, max(1 << 22, 4 * layout.dim))
@@ -89,7 +94,8 @@ def make_ga(env, arch, groups, dtype):
   evaluator = evaluation.PipelinedEvaluator(env, net, num_groups=groups,
                                             episode_frame_cap=_CAP.value)
   config = ga.GAConfig(population=_POPULATION.value, truncation=10,
-                       mutation_power=0.002, elite_candidates=2, elite_episodes=1)
+                       mutation_power=0.002, elite_candidates=2, elite_episodes=1,
+                       episodes_per_eval=episodes)
   algo = ga.GeneticAlgorithm(config, layout, table, net, evaluator)
   # Warm-up (tracing) on two networks; the measured rounds are whole generations.
   net.load(np.zeros((2, layout.dim), np.float32))
@@ -119,8 +125,9 @@ def main(argv):
     actions = tf.random.uniform(tf.shape(slots), 0, env.num_actions, tf.int32)
     return env.step(actions, slots)
 
-  cells = {(arch, int(g), dt): make_ga(env, arch, int(g), dt)
-           for arch in _ARCHS.value for dt in _DTYPES.value for g in _GROUPS.value}
+  cells = {(arch, int(g), dt, int(e)): make_ga(env, arch, int(g), dt, int(e))
+           for arch in _ARCHS.value for dt in _DTYPES.value for e in _EPISODES.value
+           for g in _GROUPS.value}
   env_cells = [f"env-only groups={g}" for g in _GROUPS.value]
   results = {key: [] for key in env_cells}
   results.update({key: [] for key in cells})
@@ -133,12 +140,12 @@ def main(argv):
       wall, evalonly, per_cpu = ga_generation(algo)
       results[key].append((wall, per_cpu, evalonly))
     print(f"round {rnd + 1}: " + ", ".join(
-        f"{k if isinstance(k, str) else f'{k[0]}/{k[2]}/g{k[1]}'} {v[-1][0]:.0f}"
+        f"{k if isinstance(k, str) else f'{k[0]}/{k[2]}/g{k[1]}/e{k[3]}'} {v[-1][0]:.0f}"
         for k, v in results.items()), flush=True)
   # The baseline is env-only's best configuration.
   base_wall = max(r[0] for key in env_cells for r in results[key])
   base_cpu = max(float(np.median([r[1] for r in results[key]])) for key in env_cells)
-  header = (f"{'run':<31} | {'best frames/s':>13} | {'frames/CPU-s':>12} | "
+  header = (f"{'run':<40} | {'best frames/s':>13} | {'frames/CPU-s':>12} | "
             f"{'wall vs env':>11} | {'CPU-eff. vs env':>15}")
   print(header)
   print("-" * len(header))
@@ -146,12 +153,12 @@ def main(argv):
   for key, runs in results.items():
     wall = max(r[0] for r in runs)
     per_cpu = float(np.median([r[1] for r in runs]))
-    name = key if isinstance(key, str) else f"GA {key[0]} {key[2]} groups={key[1]}"
+    name = key if isinstance(key, str) else f"GA {key[0]} {key[2]} g={key[1]} eps={key[3]}"
     rows.append({"run": name, "best_frames_per_s": wall, "frames_per_cpu_second": per_cpu,
                  "wall_ratio_to_env_only": wall / base_wall,
                  "cpu_efficiency_ratio_to_env_only": per_cpu / base_cpu,
                  "rounds": [list(r) for r in runs]})
-    print(f"{name:<31} | {wall:>13.0f} | {per_cpu:>12.0f} | {wall / base_wall:>11.2f} | "
+    print(f"{name:<40} | {wall:>13.0f} | {per_cpu:>12.0f} | {wall / base_wall:>11.2f} | "
           f"{per_cpu / base_cpu:>15.2f}")
   with open(_OUTPUT.value, "w") as f:
     json.dump({"game": _GAME.value, "num_envs": _NUM_ENVS.value,
