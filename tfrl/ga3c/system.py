@@ -10,7 +10,6 @@ Closing the queues ends every loop: no thread stays blocked.
 
 import math
 import os
-import signal
 import threading
 import time
 from typing import Dict, List, Optional
@@ -20,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfrl import export
+from tfrl import stopping
 from tfrl.ga3c.adjuster import Bounds, DynamicAdjuster
 from tfrl.ga3c.agents import AgentPool
 from tfrl.ga3c.config import GA3CConfig
@@ -307,10 +307,6 @@ class GA3C:
   def run(self) -> Dict:
     """Trains until done; always closes queues, joins threads, saves."""
     cfg = self.config
-    handlers = {}
-    if threading.current_thread() is threading.main_thread():
-      for sig in (signal.SIGINT, signal.SIGTERM):
-        handlers[sig] = signal.signal(sig, lambda *_: self.stop())
     # Trace every loop once before the threads race to do it.
     self.agents.run_segment.get_concrete_function()
     self.predictor.predict.get_concrete_function()
@@ -318,35 +314,35 @@ class GA3C:
     start_time = time.time()
     last_stats = last_ckpt = last_adjust = start_time
     try:
-      self.set_worker_count("trainers", cfg.trainers)
-      self.set_worker_count("predictors", cfg.predictors)
-      self.set_worker_count("agents", cfg.agents)
-      self._report(log=False)
-      while not self._done(start_time):
-        time.sleep(0.05)
-        now = time.time()
-        self._maybe_profile()
-        if now - last_stats >= cfg.stats_every:
-          last_stats = now
-          self._report()
-        elif cfg.target_score is not None:
-          # Keep the rolling score fresh for the stopping rule.
-          scores, lengths = self.queues.drain_episodes()
-          self.stats.add_episodes(scores, lengths, self.frames)
-        if cfg.checkpoint_every and now - last_ckpt >= cfg.checkpoint_every:
-          last_ckpt = now
-          self.save()
-        if self.adjuster is not None and now - last_adjust >= cfg.adjustment_period:
-          last_adjust = now
-          rate = self._adjust_rate()
-          na, np_, nt = self.adjuster.update(rate)
-          self.set_worker_count("agents", na)
-          self.set_worker_count("predictors", np_)
-          self.set_worker_count("trainers", nt)
+      # Ctrl-C / SIGTERM end the loop; a second one during shutdown gets the
+      # default behaviour.
+      with stopping.on_signals(self.stop):
+        self.set_worker_count("trainers", cfg.trainers)
+        self.set_worker_count("predictors", cfg.predictors)
+        self.set_worker_count("agents", cfg.agents)
+        self._report(log=False)
+        while not self._done(start_time):
+          time.sleep(0.05)
+          now = time.time()
+          self._maybe_profile()
+          if now - last_stats >= cfg.stats_every:
+            last_stats = now
+            self._report()
+          elif cfg.target_score is not None:
+            # Keep the rolling score fresh for the stopping rule.
+            scores, lengths = self.queues.drain_episodes()
+            self.stats.add_episodes(scores, lengths, self.frames)
+          if cfg.checkpoint_every and now - last_ckpt >= cfg.checkpoint_every:
+            last_ckpt = now
+            self.save()
+          if self.adjuster is not None and now - last_adjust >= cfg.adjustment_period:
+            last_adjust = now
+            rate = self._adjust_rate()
+            na, np_, nt = self.adjuster.update(rate)
+            self.set_worker_count("agents", na)
+            self.set_worker_count("predictors", np_)
+            self.set_worker_count("trainers", nt)
     finally:
-      # A second Ctrl-C during shutdown gets the default behaviour.
-      for sig, handler in handlers.items():
-        signal.signal(sig, handler)
       self.shutdown()
     if self._error is not None:
       raise self._error

@@ -12,6 +12,9 @@ dimension; env index-subset calls), so the slots of finished episodes cost
 nothing, not even the uint8 -> float32 conversion of their frames, and
 episodes of different lengths need no padding work. Jobs (network, episode)
 are handed out to free slots from one shared queue.
+
+`stop()` (e.g. from a Ctrl-C handler) makes every group thread leave after its
+current step; `evaluate` then raises `Stopped` and the results are dropped.
 """
 
 import collections
@@ -22,6 +25,10 @@ from typing import List, Optional
 
 import numpy as np
 import tensorflow as tf
+
+
+class Stopped(Exception):
+  """`evaluate` was interrupted by `PipelinedEvaluator.stop()`."""
 
 
 @dataclasses.dataclass
@@ -60,6 +67,7 @@ class PipelinedEvaluator:
                    np.array_split(np.arange(env.num_envs), num_groups)]
     self.frames_per_step = int(frames_per_step or getattr(env, "frame_skip", 1) or 1)
     self.episode_frame_cap = episode_frame_cap
+    self._stop = threading.Event()
     obs_shape = tuple(env.observation_shape)
     obs_dtype = getattr(env, "observation_dtype", tf.uint8)
 
@@ -77,6 +85,10 @@ class PipelinedEvaluator:
     # Called once per group step: the concrete function skips tf.function's
     # argument binding (measured ~0.3 ms of a ~0.7 ms call on this machine).
     self._step_fn = self._act_and_step.get_concrete_function()
+
+  def stop(self) -> None:
+    """Ends the running `evaluate` (and any later one) with `Stopped`."""
+    self._stop.set()
 
   def evaluate(self, networks, episodes: int = 1) -> EvalResult:
     """Plays `episodes` episodes with each of the given loaded networks.
@@ -133,7 +145,7 @@ class PipelinedEvaluator:
         all_true = tf.ones([size], tf.bool)
         all_rows = tf.range(size, dtype=tf.int32)
         obs_t = None  # the last step's frames as a tensor, while they equal `obs`
-        while True:
+        while not self._stop.is_set():
           active = net >= 0
           rows = np.flatnonzero(active)
           if rows.size == 0:
@@ -181,6 +193,8 @@ class PipelinedEvaluator:
       t.join()
     if errors:
       raise errors[0]
+    if self._stop.is_set():
+      raise Stopped("evaluation stopped; its results are dropped")
     total = sum(steps)
     return EvalResult(returns, lengths, total * self.frames_per_step, total,
                       time.time() - start)

@@ -5,6 +5,10 @@
       print one console line; write TensorBoard scalars
       checkpoint the algorithm state      # resumable with resume=True
     export the elite as a SavedModel policy (tfrl.export format)
+
+Ctrl-C / SIGTERM abandon the generation under way (its evaluation stops
+within one env step); the checkpoint of the last finished generation stays,
+the elite is exported, and `run` returns normally.
 """
 
 import dataclasses
@@ -13,7 +17,9 @@ from typing import Callable, Dict, List, Optional
 
 import tensorflow as tf
 
+from tfrl import stopping
 from tfrl.neuroevolution import checkpoint
+from tfrl.neuroevolution import evaluation
 from tfrl.neuroevolution import population_net
 
 SCALARS = ("best", "mean", "elite", "frames", "frames_per_second",
@@ -57,22 +63,33 @@ def run(algorithm, config: RunConfig, observation_spec: tf.TensorSpec,
   writer = tf.summary.create_file_writer(config.logdir)
   history = []
   export_dir = os.path.join(config.logdir, "elite")
-  while algorithm.generation < config.generations and (
-      config.max_frames <= 0 or algorithm.frames < config.max_frames):
-    metrics = algorithm.step()
-    history.append(metrics)
-    print_fn(format_line(algorithm.name, metrics))
-    with writer.as_default(step=metrics["generation"]):
-      for key in SCALARS:
-        tf.summary.scalar(f"{algorithm.name}/{key}", metrics[key])
-    writer.flush()
-    state, arrays = algorithm.state()
-    checkpoint.save(config.logdir, state, arrays)
-    if (config.export and config.export_every > 0 and
-        metrics["generation"] % config.export_every == 0):
-      export_elite(algorithm, export_dir, observation_spec)
-    if config.target_score is not None and metrics["elite"] >= config.target_score:
-      break
+  with stopping.on_signals(algorithm.evaluator.stop) as stop:
+    while not stop.is_set() and algorithm.generation < config.generations and (
+        config.max_frames <= 0 or algorithm.frames < config.max_frames):
+      try:
+        metrics = algorithm.step()
+      except evaluation.Stopped:
+        # The step may have changed the state half-way (ES updates theta
+        # before it scores the centre): go back to the saved generation.
+        if checkpoint.exists(config.logdir):
+          algorithm.restore(*checkpoint.load(config.logdir))
+        break
+      history.append(metrics)
+      print_fn(format_line(algorithm.name, metrics))
+      with writer.as_default(step=metrics["generation"]):
+        for key in SCALARS:
+          tf.summary.scalar(f"{algorithm.name}/{key}", metrics[key])
+      writer.flush()
+      state, arrays = algorithm.state()
+      checkpoint.save(config.logdir, state, arrays)
+      if (config.export and config.export_every > 0 and
+          metrics["generation"] % config.export_every == 0):
+        export_elite(algorithm, export_dir, observation_spec)
+      if config.target_score is not None and metrics["elite"] >= config.target_score:
+        break
+  if stop.is_set():
+    print_fn(f"[{algorithm.name}] stopped by a signal; the checkpoint in {config.logdir} "
+             f"holds generation {algorithm.generation} (resume with --resume)")
   if config.export and algorithm.generation > 0:
     export_elite(algorithm, export_dir, observation_spec)
     print_fn(f"[{algorithm.name}] elite ({algorithm.elite_score:.2f}) exported to "

@@ -17,11 +17,8 @@ checkpoint, replay buffer and policies are written, the summary says
 `"completed": false`, and `--resume` carries on from there.
 """
 
-import contextlib
 import json
 import os
-import signal
-import threading
 import time
 from typing import Optional
 
@@ -32,6 +29,7 @@ import tensorflow as tf
 
 from tfrl import export as export_lib
 from tfrl import layers as tl
+from tfrl import stopping
 from tfrl.layers import gst
 from tfrl.layers import spec as spec_lib
 from tfrl.td3 import config as config_lib
@@ -50,22 +48,6 @@ def make_env(env_id: str):
     raise ValueError(f"TD3 needs a continuous (Box) action space; {env_id} has "
                      f"{env.action_space}.")
   return env
-
-
-@contextlib.contextmanager
-def _stop_on_signals():
-  """Yields an Event set by SIGINT/SIGTERM (main thread only); a second
-  signal during shutdown gets the previous handler."""
-  stop = threading.Event()
-  handlers = {}
-  if threading.current_thread() is threading.main_thread():
-    for sig in (signal.SIGINT, signal.SIGTERM):
-      handlers[sig] = signal.signal(sig, lambda *_: stop.set())
-  try:
-    yield stop
-  finally:
-    for sig, handler in handlers.items():
-      signal.signal(sig, handler)
 
 
 def evaluate(act, env, episodes: int, seed: int) -> float:
@@ -153,7 +135,7 @@ def train(config: config_lib.TD3Config, plan=None,
   eval_return = None
   t0, steps0 = time.time(), int(env_steps)
   start, seconds0 = time.time(), float(seconds)
-  with writer.as_default(), _stop_on_signals() as stop:
+  with writer.as_default(), stopping.on_signals() as stop:
     t = int(env_steps)
     while t < config.total_steps and not stop.is_set():
       if t < config.start_steps:
