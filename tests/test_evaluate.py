@@ -95,7 +95,7 @@ class EvaluateCLITest(tf.test.TestCase, parameterized.TestCase):
 
   def test_missing_policy_is_one_readable_line(self):
     result = _run("--policy=/nonexistent/policy", "--env=CartPole-v1")
-    self.assertEqual(result.returncode, 1)
+    self.assertEqual(result.returncode, 2)
     self.assertNotIn("Traceback", result.stderr)
     errors = [l for l in result.stderr.splitlines() if "tfrl.evaluate" in l]
     self.assertLen(errors, 1, result.stderr[-2000:])
@@ -118,7 +118,7 @@ class EvaluateCLITest(tf.test.TestCase, parameterized.TestCase):
     with flagsaver.flagsaver(**values), contextlib.redirect_stderr(stderr):
       with self.assertRaises(SystemExit) as cm:
         evaluate.main(["evaluate"])
-    self.assertEqual(cm.exception.code, 1)
+    self.assertEqual(cm.exception.code, 2)
     lines = stderr.getvalue().strip().splitlines()
     self.assertLen(lines, 1)
     self.assertIn(message, lines[0])

@@ -14,13 +14,13 @@ Prints mean / std / min / max and writes a JSON report.
 import json
 import os
 import re
-import sys
 import time
 
-from absl import app
 from absl import flags
 from absl import logging
 import numpy as np
+
+from tfrl import cli
 
 _POLICY = flags.DEFINE_string(
     "policy", None, "SavedModel policy directory (e.g. <logdir>/saved_model).")
@@ -56,9 +56,8 @@ _RECORD_FPS = flags.DEFINE_integer("record_fps", 30, "Frames/s of the GIF.")
 
 
 def _fail(message: str):
-  """Bad input: one readable line on stderr, exit status 1, no traceback."""
-  print(f"tfrl.evaluate: error: {message}", file=sys.stderr)
-  sys.exit(1)
+  """Bad input: one readable line on stderr, exit status 2 (as every tfrl CLI)."""
+  cli.fail("tfrl.evaluate", message)
 
 
 def load_policy(path: str):
@@ -255,7 +254,7 @@ def main(argv):
 
 
 def run():
-  app.run(main)
+  cli.run(main, "tfrl.evaluate")
 
 
 if __name__ == "__main__":
