@@ -1,4 +1,9 @@
-"""PopulationMatmul (compiled op) against the gather + matmul reference."""
+"""PopulationMatmul and PopulationConv2D (compiled op) against the gather + matmul
+reference; the bfloat16-input convolution (AMX or portable) against both."""
+
+import os
+import subprocess
+import sys
 
 from absl.testing import parameterized
 import numpy as np
@@ -280,6 +285,203 @@ class BFloat16WeightsTest(tf.test.TestCase, parameterized.TestCase):
                             tf.errors.NotFoundError)):
       lib.population_matmul(x=tf.ones([2, 1, 4]), w=tf.ones([2, 4, 3], tf.float16),
                             index=[0, 1], active=[True, True])
+
+
+def _bf16(a):
+  """float32 values rounded to bfloat16 (as float32), the way tf.cast rounds."""
+  return tf.cast(tf.cast(a, tf.bfloat16), tf.float32).numpy()
+
+
+def _numpy_conv(x, kernels, index, active, ks, stride):
+  """float64 VALID convolution of each active row with kernels[index[b]]."""
+  b, h, w, c = x.shape
+  oh, ow = (h - ks) // stride + 1, (w - ks) // stride + 1
+  y = np.zeros((b, oh, ow, kernels.shape[2]), np.float64)
+  for i in np.flatnonzero(active):
+    k = kernels[index[i]].astype(np.float64)
+    for r in range(oh):
+      for q in range(ow):
+        patch = x[i, r * stride:r * stride + ks, q * stride:q * stride + ks, :]
+        y[i, r, q] = patch.reshape(-1).astype(np.float64) @ k
+  return y
+
+
+# Cases of the bfloat16-input convolution: (batch, H, W, C, N, kernel, stride, P).
+# The AMX path works in 16-row tiles of output positions, 32-deep K steps and
+# 16-column blocks, so the shapes cover M, K and N remainders of each.
+_BF16_INPUT_CASES = (
+    ("small_conv0", 5, 84, 84, 4, 16, 8, 4, 3),       # M 400 = 25 tiles, N one block
+    ("small_conv1", 6, 20, 20, 16, 32, 4, 2, 4),      # M 81: a 1-row tile; N 2 blocks
+    ("large_conv1", 4, 20, 20, 32, 64, 4, 2, 2),      # N 4 blocks
+    ("large_conv2", 3, 9, 9, 64, 64, 3, 1, 2),        # K 576 = 18 steps
+    ("n_odd_k_odd", 7, 13, 11, 3, 5, 3, 2, 5),        # K 27 (one padded step), N 5
+    ("n_three_blocks", 3, 14, 9, 5, 40, 3, 1, 2),     # K 45, N 40 (2.5 blocks)
+    ("n_17", 2, 10, 10, 6, 17, 2, 2, 2),              # N just over a block
+    ("kernel_equals_image", 3, 5, 5, 2, 3, 5, 3, 3),  # M 1
+    ("one_by_one", 4, 4, 5, 6, 33, 1, 1, 2),          # K 6, N 33
+)
+
+
+class BFloat16InputConvTest(tf.test.TestCase, parameterized.TestCase):
+  """input_dtype='bfloat16': round x to bfloat16, bf16 kernels, float32 sums.
+
+  The expected value is computed from the same bfloat16-rounded input and
+  kernel, so op and reference differ only in the order of the float32 sums
+  (AMX tiles sum pairs of products, then 32-deep steps, the GEMM one product
+  at a time, the reference in oneDNN's order). Those orders differ by a few
+  float32 ulps of the partial sums: about K * 2^-24 * sum |products|, here
+  below 1e-4 * sqrt(K) for standard-normal data of magnitude ~sqrt(K).
+  """
+
+  test_session = None  # tf.test.TestCase's deprecated helper, not a test.
+
+  @parameterized.named_parameters(*_BF16_INPUT_CASES)
+  def test_matches_reference_on_rounded_inputs(self, b, h, w, c, n, ks, stride, p):
+    rng = np.random.default_rng(b * 7 + h + c * 3 + n)
+    x = rng.standard_normal((b, h, w, c)).astype(np.float32)
+    w16 = tf.cast(rng.standard_normal((p, ks * ks * c, n)), tf.bfloat16)
+    tol = 1e-4 * np.sqrt(ks * ks * c)
+    for fraction in (1.0, 0.6, 0.0):
+      index = rng.integers(0, p, size=b).astype(np.int32)
+      active = rng.random(b) < fraction
+      got = population.population_conv2d_op(x, w16, index, active, kernel_size=ks,
+                                             stride=stride, input_dtype="bfloat16").numpy()
+      ref = population.population_conv2d_reference(
+          x, w16, index, active, kernel_size=ks, stride=stride,
+          input_dtype="bfloat16").numpy()
+      self.assertEqual(got.shape, ref.shape)
+      self.assertAllClose(got, ref, rtol=1e-4, atol=tol)
+      exact = _numpy_conv(_bf16(x), tf.cast(w16, tf.float32).numpy(), index, active, ks,
+                          stride)
+      self.assertAllClose(got, exact, rtol=1e-4, atol=tol)
+      self.assertAllEqual(got[~active], np.zeros_like(got[~active]))
+    # The rounding of the input is really applied (the checks above can fail).
+    full = population.population_conv2d_op(x, w16, np.zeros(b, np.int32), None,
+                                            kernel_size=ks, stride=stride).numpy()
+    rounded = population.population_conv2d_op(x, w16, np.zeros(b, np.int32), None,
+                                               kernel_size=ks, stride=stride,
+                                               input_dtype="bfloat16").numpy()
+    self.assertGreater(np.abs(full - rounded).max(), 10 * tol)
+
+  def test_repeated_and_missing_indices(self):
+    # Many rows of one network (several work units share its packed kernel),
+    # most networks absent, rows of a network not adjacent in the batch.
+    rng = np.random.default_rng(21)
+    x = rng.standard_normal((24, 20, 20, 16)).astype(np.float32)
+    w16 = tf.cast(rng.standard_normal((10, 4 * 4 * 16, 32)), tf.bfloat16)
+    index = np.array([2, 7] * 9 + [0] * 6, np.int32)
+    active = np.ones(24, bool)
+    active[[1, 11, 23]] = False
+    index[1] = 99  # inactive rows may hold any index
+    got = population.population_conv2d_op(x, w16, index, active, kernel_size=4, stride=2,
+                                           input_dtype="bfloat16").numpy()
+    want = _numpy_conv(_bf16(x), tf.cast(w16, tf.float32).numpy(), index, active, 4, 2)
+    self.assertAllClose(got, want, rtol=1e-4, atol=1e-3)
+
+  def test_result_independent_of_batch_composition(self):
+    # A row's result does not depend on the other rows (nor on how the rows
+    # are cut into work units).
+    rng = np.random.default_rng(22)
+    x = rng.standard_normal((16, 84, 84, 4)).astype(np.float32)
+    w16 = tf.cast(rng.standard_normal((4, 256, 16)), tf.bfloat16)
+    index = rng.integers(0, 4, 16).astype(np.int32)
+    full = population.population_conv2d_op(x, w16, index, None, kernel_size=8, stride=4,
+                                            input_dtype="bfloat16").numpy()
+    alone = population.population_conv2d_op(x[3:4], w16, index[3:4], None, kernel_size=8,
+                                             stride=4, input_dtype="bfloat16").numpy()
+    self.assertAllEqual(full[3:4], alone)
+
+  def test_rounds_to_nearest_even(self):
+    # A 1x1 convolution with a kernel of 1 returns the rounded input itself:
+    # ties go to the even neighbour, as tf.cast rounds.
+    one = 1.0 + 2.0 ** -8  # halfway between 1 and 1 + 2^-7: rounds down to 1
+    three = 1.0 + 3 * 2.0 ** -8  # halfway between 1 + 2^-7 and 1 + 2^-6: rounds up
+    values = np.array([one, three, -one, 0.1, 1e30, -2.5e-3, 0.0, 7.0],
+                      np.float32).reshape(1, 2, 4, 1)
+    w16 = tf.ones([1, 1, 1], tf.bfloat16)
+    got = population.population_conv2d_op(values, w16, [0], None, kernel_size=1, stride=1,
+                                           input_dtype="bfloat16").numpy()
+    self.assertAllEqual(got, _bf16(values))
+    self.assertEqual(got[0, 0, 0, 0], 1.0)
+    self.assertEqual(got[0, 0, 1, 0], 1.0 + 2.0 ** -6)
+
+  def test_amx_and_portable_paths_agree(self):
+    # TFRL_POPULATION_NO_AMX forces the portable path (round the input, then
+    # the float32 GEMM) in a fresh process; this process uses AMX tiles where
+    # the CPU has AMX-BF16. Both compute the same function up to summation
+    # order. The portable path equals the float32-input op on the rounded
+    # input exactly (same GEMM, same order).
+    out = os.path.join(self.get_temp_dir(), "portable.npz")
+    code = ("import numpy as np, sys; sys.path.insert(0, %r); "
+            "from tests.ops import test_population as t; "
+            "np.savez(%r, *t._bf16_input_outputs(check_portable=True))") % (os.getcwd(), out)
+    env = dict(os.environ, TFRL_POPULATION_NO_AMX="1", TF_CPP_MIN_LOG_LEVEL="3")
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=os.getcwd())
+    portable = np.load(out)
+    default = _bf16_input_outputs()
+    self.assertLen(portable.files, len(default))
+    for i, (got, (name, *case)) in enumerate(zip(default, _BF16_INPUT_CASES)):
+      tol = 1e-4 * np.sqrt(case[5] * case[5] * case[3])
+      self.assertAllClose(got, portable[f"arr_{i}"], rtol=1e-4, atol=tol, msg=name)
+
+  def test_bad_attrs_and_dtypes_rejected(self):
+    x = tf.ones([2, 9, 9, 3])
+    w16 = tf.ones([2, 27, 4], tf.bfloat16)
+    with self.assertRaisesRegex(ValueError, "input_dtype"):
+      population.population_conv2d_op(x, w16, [0, 1], None, kernel_size=3, stride=1,
+                                       input_dtype="float16")
+    with self.assertRaisesRegex(ValueError, "bfloat16 kernels"):
+      population.population_conv2d_op(x, tf.ones([2, 27, 4]), [0, 1], None, kernel_size=3,
+                                       stride=1, input_dtype="bfloat16")
+    with self.assertRaisesRegex(ValueError, "bfloat16 kernels"):
+      population.population_conv2d_reference(x, tf.ones([2, 27, 4]), [0, 1], None,
+                                             kernel_size=3, stride=1, input_dtype="bfloat16")
+    lib = population.load_library()
+    with self.assertRaises((TypeError, ValueError, tf.errors.InvalidArgumentError)):
+      lib.population_conv2d(x=x, w=w16, index=[0, 1], active=[True, True], kernel_size=3,
+                            stride=1, input_dtype="float16")
+    # The op itself, float32 kernels with a bfloat16 input: rejected by the kernel.
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "bfloat16 kernels"):
+      lib.population_conv2d(x=x, w=tf.ones([2, 27, 4]), index=[0, 1], active=[True, True],
+                            kernel_size=3, stride=1, input_dtype="bfloat16")
+
+  @parameterized.named_parameters(
+      ("k_mismatch", (2, 9, 9, 3), (2, 26, 4), [0, 1], 3, 1),
+      ("index_out_of_range", (2, 9, 9, 3), (2, 27, 4), [0, 2], 3, 1),
+      ("index_negative", (2, 9, 9, 3), (2, 27, 4), [-1, 0], 3, 1),
+      ("image_too_small", (2, 2, 9, 3), (2, 27, 4), [0, 1], 3, 1),
+      ("rank", (2, 9, 27), (2, 27, 4), [0, 1], 3, 1),
+      ("empty_population", (2, 9, 9, 3), (0, 27, 4), [0, 0], 3, 1),
+  )
+  def test_bad_inputs_rejected(self, x_shape, w_shape, index, ks, stride):
+    fn = tf.function(
+        lambda x, w, i, a: population.load_library().population_conv2d(
+            x=x, w=w, index=i, active=a, kernel_size=ks, stride=stride,
+            input_dtype="bfloat16"),
+        input_signature=[tf.TensorSpec(None, tf.float32), tf.TensorSpec(None, tf.bfloat16),
+                         tf.TensorSpec(None, tf.int32), tf.TensorSpec(None, tf.bool)])
+    with self.assertRaises(tf.errors.InvalidArgumentError):
+      fn(tf.ones(x_shape), tf.ones(w_shape, tf.bfloat16), tf.constant(index, tf.int32),
+         tf.ones([len(index)], tf.bool))
+
+
+def _bf16_input_outputs(check_portable=False):
+  """The op's outputs on _BF16_INPUT_CASES (fixed data), in this process's path."""
+  outputs = []
+  for name, b, h, w, c, n, ks, stride, p in _BF16_INPUT_CASES:
+    rng = np.random.default_rng(len(name) * 31 + n)
+    x = rng.standard_normal((b, h, w, c)).astype(np.float32)
+    w16 = tf.cast(rng.standard_normal((p, ks * ks * c, n)), tf.bfloat16)
+    index = rng.integers(0, p, size=b).astype(np.int32)
+    active = rng.random(b) < 0.8
+    y = population.population_conv2d_op(x, w16, index, active, kernel_size=ks, stride=stride,
+                                         input_dtype="bfloat16").numpy()
+    if check_portable:
+      same = population.population_conv2d_op(_bf16(x), w16, index, active, kernel_size=ks,
+                                             stride=stride).numpy()
+      np.testing.assert_array_equal(y, same, err_msg=name)
+    outputs.append(y)
+  return outputs
 
 
 if __name__ == "__main__":

@@ -14,7 +14,11 @@ compiled library is absent and the yardstick of the tests and benchmarks.
 convolution of each row with its own network's kernel: the op reads the image
 patches in place (no im2col buffer); its reference is
 `tf.image.extract_patches` (im2col, K ordered (kh, kw, C)) followed by the
-matmul reference.
+matmul reference. With `input_dtype="bfloat16"` (bfloat16 kernels only) the
+input is rounded to bfloat16 first and the products accumulate in float32; on
+CPUs with AMX-BF16 the op runs this in AMX tiles (the environment variable
+TFRL_POPULATION_NO_AMX forces its portable path); the reference casts the
+input to bfloat16 and back.
 
 There is no gradient: neuroevolution does not differentiate its networks.
 """
@@ -43,6 +47,7 @@ def have_op() -> bool:
 
 
 WEIGHT_DTYPES = (tf.float32, tf.bfloat16)
+CONV_INPUT_DTYPES = ("float32", "bfloat16")
 
 
 def _prepare(x, w, index, active):
@@ -114,8 +119,16 @@ def population_matmul(x, w, index, active=None,
   return population_matmul_reference(x, w, index, active)
 
 
+def _check_input_dtype(input_dtype: str, w: tf.Tensor) -> None:
+  if input_dtype not in CONV_INPUT_DTYPES:
+    raise ValueError(f"input_dtype must be one of {CONV_INPUT_DTYPES}, got {input_dtype!r}.")
+  if input_dtype == "bfloat16" and w.dtype != tf.bfloat16:
+    raise ValueError("input_dtype='bfloat16' needs bfloat16 kernels, got kernels of "
+                     f"dtype {w.dtype.name}.")
+
+
 def population_conv2d_op(x, w, index, active=None, *, kernel_size: int,
-                         stride: int) -> tf.Tensor:
+                         stride: int, input_dtype: str = "float32") -> tf.Tensor:
   """The compiled convolution (raises ImportError if the library is not built).
 
   Args:
@@ -125,14 +138,20 @@ def population_conv2d_op(x, w, index, active=None, *, kernel_size: int,
     index: [B] int32 network of each row.
     active: [B] bool rows to compute; None means all.
     kernel_size, stride: square kernel and stride; padding is VALID.
+    input_dtype: `float32`, or `bfloat16` (needs bfloat16 `w`): x is rounded
+      to bfloat16 (nearest, ties to even) and the products of the rounded
+      input and kernel accumulate in float32 (AMX tiles where the CPU has
+      them).
 
   Returns:
     [B, OH, OW, N] float32; inactive rows are zero.
   """
   x = tf.convert_to_tensor(x, tf.float32)
   _, w, index, active = _prepare(tf.zeros([0, 0, 0]), w, index, active)
+  _check_input_dtype(input_dtype, w)
   return load_library().population_conv2d(x=x, w=w, index=index, active=active,
-                                          kernel_size=kernel_size, stride=stride)
+                                          kernel_size=kernel_size, stride=stride,
+                                          input_dtype=input_dtype)
 
 
 def im2col(x, kernel_size: int, stride: int) -> tf.Tensor:
@@ -144,18 +163,32 @@ def im2col(x, kernel_size: int, stride: int) -> tf.Tensor:
   return tf.reshape(patches, [shape[0], shape[1] * shape[2], shape[3]]), shape
 
 
+def round_to_bfloat16(x) -> tf.Tensor:
+  """float32 values rounded to bfloat16 (nearest, ties to even), as float32."""
+  return tf.cast(tf.cast(x, tf.bfloat16), tf.float32)
+
+
 def population_conv2d_reference(x, w, index, active=None, *, kernel_size: int,
-                                stride: int) -> tf.Tensor:
-  """im2col with tf.image.extract_patches, then the matmul reference."""
+                                stride: int, input_dtype: str = "float32") -> tf.Tensor:
+  """im2col with tf.image.extract_patches, then the matmul reference.
+
+  With input_dtype `bfloat16` x is cast to bfloat16 and back first.
+  """
+  x = tf.convert_to_tensor(x, tf.float32)
+  _check_input_dtype(input_dtype, tf.convert_to_tensor(w))
+  if input_dtype == "bfloat16":
+    x = round_to_bfloat16(x)
   patches, shape = im2col(x, kernel_size, stride)
   y = population_matmul_reference(patches, w, index, active)
   return tf.reshape(y, [shape[0], shape[1], shape[2], tf.shape(y)[2]])
 
 
 def population_conv2d(x, w, index, active=None, *, kernel_size: int, stride: int,
+                      input_dtype: str = "float32",
                       use_op: Optional[bool] = None) -> tf.Tensor:
   """Masked heterogeneous VALID convolution (compiled op, or the reference)."""
   if use_op is None:
     use_op = have_op()
   fn = population_conv2d_op if use_op else population_conv2d_reference
-  return fn(x, w, index, active, kernel_size=kernel_size, stride=stride)
+  return fn(x, w, index, active, kernel_size=kernel_size, stride=stride,
+            input_dtype=input_dtype)

@@ -14,18 +14,27 @@
 // network per step is what bounds them on a CPU); each weight is widened to
 // float32 exactly on load and the arithmetic is float32, so the result is the
 // float32 product with the bfloat16-rounded weights.
+//
+// PopulationConv2D with input_dtype = "bfloat16" (bfloat16 kernels only) also
+// rounds its input to bfloat16 and accumulates in float32: on CPUs with
+// AMX-BF16 in tiles (population_amx.{h,cc}), elsewhere (or with
+// TFRL_POPULATION_NO_AMX set) by rounding the active rows' images into a
+// scratch copy that the float32 GEMM above then reads.
 
 #pragma GCC optimize("fp-contract=fast")
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/platform/threadpool.h"
+#include "population_amx.h"
 
 namespace tensorflow {
 namespace {
@@ -263,6 +272,36 @@ GemmFn<TW> PickGemm() {
   return &GemmBaseline<TW>;
 }
 
+// The active rows bucketed by network (counting sort, stable in b): bucket p
+// is order[start[p], start[p + 1]). Fails on an active row whose network
+// index is outside [0, pop).
+struct Buckets {
+  std::vector<int64_t> start, order;
+};
+
+Status BucketRows(const Tensor& index, const Tensor& active, int64_t pop, Buckets* out) {
+  const int64_t batch = index.dim_size(0);
+  const auto idx = index.flat<int32>();
+  const auto act = active.flat<bool>();
+  std::vector<int64_t>& start = out->start;
+  start.assign(pop + 1, 0);
+  for (int64_t b = 0; b < batch; ++b) {
+    if (!act(b)) continue;
+    const int32 p = idx(b);
+    if (p < 0 || p >= pop)
+      return errors::InvalidArgument("index[", b, "] = ", p,
+                                     " is out of range: expected a value in [0, ", pop,
+                                     ") (w.shape[0] = P) for an active row");
+    ++start[p + 1];
+  }
+  for (int64_t p = 0; p < pop; ++p) start[p + 1] += start[p];
+  out->order.assign(start[pop], 0);
+  std::vector<int64_t> fill(start.begin(), start.end() - 1);
+  for (int64_t b = 0; b < batch; ++b)
+    if (act(b)) out->order[fill[idx(b)]++] = b;
+  return OkStatus();
+}
+
 // Validates the active rows' network indices, buckets them by network and
 // runs one grouped GEMM per network on the intra-op threads. `row(b, i)` is
 // the start of A row i (of m) of batch row b; C rows are y + (b * m + i) * n.
@@ -273,33 +312,17 @@ void RunGrouped(OpKernelContext* ctx, GemmFn<TW> gemm, const Tensor& index,
                 const TW* w, float* y, RowFn row) {
   const int64_t batch = index.dim_size(0);
   const int64_t n = geo.n, k = geo.k;
-  const auto idx = index.flat<int32>();
   const auto act = active.flat<bool>();
-  // Bucket the active rows by network (counting sort, stable in b).
-  std::vector<int64_t> count(pop + 1, 0);
-  for (int64_t b = 0; b < batch; ++b) {
-    if (!act(b)) continue;
-    const int32 p = idx(b);
-    OP_REQUIRES(ctx, p >= 0 && p < pop,
-                errors::InvalidArgument(
-                    "index[", b, "] = ", p,
-                    " is out of range: expected a value in [0, ", pop,
-                    ") (w.shape[0] = P) for an active row"));
-    ++count[p + 1];
-  }
+  Buckets buckets;
+  OP_REQUIRES_OK(ctx, BucketRows(index, active, pop, &buckets));
   for (int64_t b = 0; b < batch; ++b) {
     if (y != nullptr && (!act(b) || k == 0)) std::memset(y + b * m * n, 0, sizeof(float) * m * n);
   }
   if (m == 0 || n == 0 || k == 0) return;
-  for (int64_t p = 0; p < pop; ++p) count[p + 1] += count[p];
+  const std::vector<int64_t>& count = buckets.start;
+  const std::vector<int64_t>& order = buckets.order;
   const int64_t num_active = count[pop];
   if (num_active == 0) return;
-  std::vector<int64_t> order(num_active);
-  {
-    std::vector<int64_t> fill(count.begin(), count.end() - 1);
-    for (int64_t b = 0; b < batch; ++b)
-      if (act(b)) order[fill[idx(b)]++] = b;
-  }
   // Row pointers grouped by network: bucket p owns [count[p] * m, count[p+1] * m).
   std::vector<const float*> arows(num_active * m);
   std::vector<float*> crows(num_active * m);
@@ -424,6 +447,79 @@ class PopulationMatmulOp : public OpKernel {
   const GemmFn<TW> gemm_;
 };
 
+// Rounds a float32 to the nearest bfloat16 (ties to even), as tf.cast does,
+// and widens it back: NaN stays NaN (quiet), overflow goes to infinity.
+inline float RoundToBfloat16(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, sizeof(u));
+  if ((u & 0x7fffffffu) > 0x7f800000u) {
+    u = (u | 0x00400000u) & 0xffff0000u;
+  } else {
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  }
+  std::memcpy(&v, &u, sizeof(v));
+  return v;
+}
+
+// Output positions per AMX work item (four 16-row tiles).
+constexpr int64_t kAmxPositions = 64;
+
+// The AMX path: work units are runs of (image, 64 output positions) items of
+// one network's bucket; a unit packs its network's kernel once and computes
+// its items in tiles. Inactive rows of y are zeroed.
+void RunAmxConv(OpKernelContext* ctx, const tfrl_population::ConvGeometry& g,
+                const Tensor& index, const Tensor& active, int64_t pop, const uint16_t* w,
+                const float* x, float* y) {
+  const int64_t batch = index.dim_size(0);
+  const auto act = active.flat<bool>();
+  Buckets buckets;
+  OP_REQUIRES_OK(ctx, BucketRows(index, active, pop, &buckets));
+  const int64_t image_size = g.h * g.w * g.c, out_size = g.m * g.n;
+  for (int64_t b = 0; b < batch; ++b)
+    if (!act(b)) std::memset(y + b * out_size, 0, sizeof(float) * out_size);
+  const int64_t num_active = buckets.start[pop];
+  if (num_active == 0) return;
+  const int64_t items_per_image = (g.m + kAmxPositions - 1) / kAmxPositions;
+  const int num_threads = ctx->device()->tensorflow_cpu_worker_threads()->num_threads;
+  const int64_t chunk = std::max<int64_t>(
+      1, num_active * items_per_image / (8 * std::max(1, num_threads)));
+  struct Unit {
+    int64_t p, begin, end;  // items [begin, end) of bucket p, item = r * items_per_image + q
+  };
+  std::vector<Unit> units;
+  for (int64_t p = 0; p < pop; ++p) {
+    const int64_t begin = buckets.start[p] * items_per_image,
+                  end = buckets.start[p + 1] * items_per_image;
+    for (int64_t s = begin; s < end; s += chunk) units.push_back({p, s, std::min(end, s + chunk)});
+  }
+  const int64_t cost = std::max<int64_t>(1, chunk * kAmxPositions * g.k * g.n / 64);
+  const std::vector<int64_t>& order = buckets.order;
+  auto work = [&](int64_t first, int64_t last) {
+    tfrl_population::AmxTileScope tiles;  // this thread's tiles, released at the end
+    tfrl_population::AmxConv conv(g);
+    int64_t packed = -1;
+    for (int64_t u = first; u < last; ++u) {
+      const Unit& un = units[u];
+      if (un.p != packed) {
+        conv.PackKernel(w + un.p * g.k * g.n);
+        packed = un.p;
+      }
+      // Consecutive items of one image are one call.
+      for (int64_t item = un.begin; item < un.end;) {
+        const int64_t r = item / items_per_image;
+        const int64_t stop = std::min(un.end, (r + 1) * items_per_image);
+        const int64_t b = order[r];
+        conv.Compute(x + b * image_size, y + b * out_size,
+                     (item - r * items_per_image) * kAmxPositions,
+                     std::min(g.m, (stop - r * items_per_image) * kAmxPositions));
+        item = stop;
+      }
+    }
+  };
+  ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
+      static_cast<int64_t>(units.size()), cost, work);
+}
+
 template <typename T>
 class PopulationConv2DOp : public OpKernel {
   typedef typename Storage<T>::type TW;
@@ -436,6 +532,18 @@ class PopulationConv2DOp : public OpKernel {
     OP_REQUIRES(ctx, kernel_size_ >= 1 && stride_ >= 1,
                 errors::InvalidArgument("kernel_size and stride must be >= 1, got ",
                                         kernel_size_, " and ", stride_));
+    std::string input_dtype;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("input_dtype", &input_dtype));
+    OP_REQUIRES(ctx, input_dtype == "float32" || input_dtype == "bfloat16",
+                errors::InvalidArgument("input_dtype must be 'float32' or 'bfloat16', got '",
+                                        input_dtype, "'"));
+    round_input_ = input_dtype == "bfloat16";
+    constexpr bool kBf16Kernels = std::is_same<T, bfloat16>::value;
+    OP_REQUIRES(ctx, !round_input_ || kBf16Kernels,
+                errors::InvalidArgument("input_dtype 'bfloat16' needs bfloat16 kernels "
+                                        "(T = bfloat16), got T = ",
+                                        DataTypeString(DataTypeToEnum<T>::v())));
+    use_amx_ = round_input_ && tfrl_population::AmxBf16Usable();
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -466,8 +574,38 @@ class PopulationConv2DOp : public OpKernel {
     Tensor* y = nullptr;
     OP_REQUIRES_OK(ctx,
                    ctx->allocate_output(0, TensorShape({batch, oh, ow, n}), &y));
-    if (y->NumElements() == 0) return;
+    if (y->NumElements() == 0) {
+      // Still validate the indices of active rows.
+      Buckets unused;
+      OP_REQUIRES_OK(ctx, BucketRows(index, active, pop, &unused));
+      return;
+    }
     const float* xp = x.flat<float>().data();
+    if (use_amx_ && k > 0) {
+      const tfrl_population::ConvGeometry g{h, wd, c, ks, st, ow, oh * ow, k, n};
+      RunAmxConv(ctx, g, index, active, pop,
+                 reinterpret_cast<const uint16_t*>(WeightData<T>(w)), xp,
+                 y->flat<float>().data());
+      return;
+    }
+    Tensor rounded;
+    if (round_input_) {
+      // The portable path: the active rows' images rounded to bfloat16 (held
+      // as float32), then the float32 GEMM.
+      OP_REQUIRES_OK(ctx, ctx->allocate_temp(DT_FLOAT, x.shape(), &rounded));
+      float* rp = rounded.flat<float>().data();
+      const int64_t image = h * wd * c;
+      const auto act = active.flat<bool>();
+      ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
+          batch, image * 4, [&](int64_t first, int64_t last) {
+            for (int64_t b = first; b < last; ++b) {
+              if (!act(b)) continue;
+              for (int64_t i = b * image; i < (b + 1) * image; ++i)
+                rp[i] = RoundToBfloat16(xp[i]);
+            }
+          });
+      xp = rp;
+    }
     GemmArgs<TW> geo{nullptr, nullptr, 0, nullptr, k, n, ks * c, ks, wd * c};
     RunGrouped(ctx, gemm_, index, active, pop, oh * ow, geo,
                WeightData<T>(w), y->flat<float>().data(),
@@ -481,6 +619,8 @@ class PopulationConv2DOp : public OpKernel {
   const GemmFn<TW> gemm_;
   int kernel_size_ = 1;
   int stride_ = 1;
+  bool round_input_ = false;
+  bool use_amx_ = false;
 };
 
 #define TFRL_REGISTER(T)                                              \

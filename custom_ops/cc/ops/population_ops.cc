@@ -1,4 +1,4 @@
-// Registers PopulationMatmul: the masked heterogeneous batching op of tfrl's
+// Registers PopulationMatmul and PopulationConv2D: the masked heterogeneous batching op of tfrl's
 // neuroevolution (Uber AI's accelerated deep neuroevolution, Such et al. 2018).
 
 #include "tensorflow/core/framework/common_shape_fns.h"
@@ -65,6 +65,7 @@ REGISTER_OP("PopulationConv2D")
     .Attr("T: {float, bfloat16} = DT_FLOAT")
     .Attr("kernel_size: int >= 1")
     .Attr("stride: int >= 1")
+    .Attr("input_dtype: {'float32', 'bfloat16'} = 'float32'")
     .SetShapeFn([](InferenceContext* c) {
       ShapeHandle x, w, index, active;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &x));
@@ -106,11 +107,22 @@ cost nothing. Equal to PopulationMatmul on the im2col patches of x
 (tf.image.extract_patches, K ordered (kh, kw, C)), but the patches are read in
 place from x, so no im2col buffer is written. Rows of one network are one GEMM.
 
+With input_dtype = 'bfloat16' (bfloat16 kernels only) every input value is
+first rounded to bfloat16 (to nearest, ties to even, as tf.cast) and the
+products are accumulated in float32: the result is the float32 convolution of
+the bfloat16-rounded input with the bfloat16 kernel, up to summation order.
+On CPUs with AMX-BF16 (and the tile permission granted by the OS) this runs
+in AMX tiles (TDPBF16PS), which treat float32 and bfloat16 subnormals as zero;
+elsewhere, or with the environment variable TFRL_POPULATION_NO_AMX set, the
+rounded input goes through the float32 GEMM.
+
 The op has no gradient: neuroevolution is gradient-free.
 
 x: [B, H, W, C] float32.
 w: [P, kernel_size * kernel_size * C, N] float32 or bfloat16 (widened
   exactly, float32 arithmetic).
+input_dtype: 'float32', or 'bfloat16' to round x to bfloat16 first (needs
+  T = bfloat16).
 index: [B] int32 network of each row, in [0, P) where active.
 active: [B] bool rows to compute.
 y: [B, (H - kernel_size) / stride + 1, (W - kernel_size) / stride + 1, N].
