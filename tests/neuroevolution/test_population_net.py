@@ -1,9 +1,12 @@
 """Population networks: layouts, op vs reference vs plain per-network forward."""
 
+import os
+
 from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
+from tfrl import export
 from tfrl.layers import circulant
 from tfrl.layers import spec as spec_lib
 from tfrl.neuroevolution import population_net as pn
@@ -68,16 +71,29 @@ class PopulationNetTest(tf.test.TestCase, parameterized.TestCase):
        spec_lib.LayerSpec(kind="gst", block_size=8, target_sparsity=0.8)),
       ("mlp_bf16", "mlp", (8,), 4, None, "bfloat16"),
       ("small_bf16", "small", (84, 84, 4), 6, None, "bfloat16"),
+      ("small_bf16_conv_input", "small", (84, 84, 4), 6, None, "bfloat16", "bfloat16"),
+      ("large_bf16_conv_input", "large", (84, 84, 4), 5, None, "bfloat16", "bfloat16"),
+      ("mlp_bf16_conv_input", "mlp", (8,), 4, None, "bfloat16", "bfloat16"),
   )
   def test_forward_op_reference_and_plain_agree(self, arch, obs_shape, actions, plan,
-                                                dtype="float32"):
-    layout = pn.ParamLayout(pn.NetworkConfig(arch=arch, layer_plan=plan,
-                                             weight_dtype=dtype), obs_shape, actions)
+                                                dtype="float32", conv_input="float32"):
+    # Op, reference and plain network differ in the order of their float32
+    # sums only. With bfloat16 conv inputs that can also move a hidden value
+    # across a bfloat16 rounding boundary before the next convolution: one
+    # bfloat16 ulp (2^-8 relative) in one of ~10^3 inputs, which moved these
+    # logits (~0.1 at the policy's init scale) by 2e-6 in a measured run, while
+    # rounding the conv inputs at all moves them by ~1e-4 (checked below).
+    tol = 2e-5 if conv_input == "bfloat16" else 1e-4
+    config = pn.NetworkConfig(arch=arch, layer_plan=plan, weight_dtype=dtype,
+                              conv_input_dtype=conv_input)
+    layout = pn.ParamLayout(config, obs_shape, actions)
     nets = 3
     flat = _flat(layout, nets, seed=1)
     op_net = pn.PopulationNetwork(layout, capacity=4)
     ref_layout = pn.ParamLayout(pn.NetworkConfig(arch=arch, layer_plan=plan, use_op=False,
-                                                 weight_dtype=dtype), obs_shape, actions)
+                                                 weight_dtype=dtype,
+                                                 conv_input_dtype=conv_input),
+                                obs_shape, actions)
     ref_net = pn.PopulationNetwork(ref_layout, capacity=4)
     self.assertTrue(op_net.use_op)
     self.assertFalse(ref_net.use_op)
@@ -93,10 +109,10 @@ class PopulationNetTest(tf.test.TestCase, parameterized.TestCase):
     active = np.array([1, 1, 0, 1, 1, 0, 1], bool)
     got = op_net(obs, index, active).numpy()
     ref = ref_net(obs, index, active).numpy()
-    self.assertAllClose(got[active], ref[active], rtol=1e-4, atol=1e-4)
+    self.assertAllClose(got[active], ref[active], rtol=tol, atol=tol)
     for b in np.flatnonzero(active):
       plain = pn.SingleNetwork(layout, flat[index[b]]).logits(obs[b:b + 1]).numpy()
-      self.assertAllClose(got[b], plain[0], rtol=1e-4, atol=1e-4)
+      self.assertAllClose(got[b], plain[0], rtol=tol, atol=tol)
     acts = op_net.act(obs, index, active).numpy()
     self.assertAllEqual(acts[active], got[active].argmax(-1))
     if dtype != "float32":  # the rounded kernels really are what is computed
@@ -104,6 +120,30 @@ class PopulationNetTest(tf.test.TestCase, parameterized.TestCase):
       f32 = pn.SingleNetwork(pn.ParamLayout(pn.NetworkConfig(arch=arch), obs_shape,
                                             actions), flat[index[0]])
       self.assertGreater(np.abs(f32.logits(obs[:1]).numpy()[0] - got[0]).max(), 1e-6)
+    if conv_input != "float32" and arch != "mlp":  # the conv inputs really are rounded
+      unrounded = pn.SingleNetwork(
+          pn.ParamLayout(pn.NetworkConfig(arch=arch, weight_dtype=dtype), obs_shape, actions),
+          flat[index[0]])
+      self.assertGreater(np.abs(unrounded.logits(obs[:1]).numpy()[0] - got[0]).max(), 2 * tol)
+
+  def test_exported_network_rounds_conv_inputs(self):
+    # The SavedModel of a SingleNetwork (as the GA exports its elite) computes
+    # the population network's function, conv input rounding included.
+    config = pn.NetworkConfig(arch="small", weight_dtype="bfloat16",
+                              conv_input_dtype="bfloat16")
+    layout = pn.ParamLayout(config, (36, 36, 2), 4)
+    flat = _flat(layout, 2, seed=4)
+    net = pn.PopulationNetwork(layout, capacity=2)
+    net.load(flat)
+    export_dir = os.path.join(self.get_temp_dir(), "elite")
+    export.export_policy(pn.SingleNetwork(layout, flat[1]),
+                         tf.TensorSpec([None, 36, 36, 2], tf.uint8), export_dir)
+    serve = tf.saved_model.load(export_dir).signatures["serving_default"]
+    obs = np.random.default_rng(5).integers(0, 256, (6, 36, 36, 2)).astype(np.uint8)
+    live = net(obs, np.ones(6, np.int32), np.ones(6, bool)).numpy()
+    out = serve(obs=tf.constant(obs))
+    self.assertAllClose(out["probs"].numpy(), tf.nn.softmax(live).numpy(), atol=1e-4)
+    self.assertAllEqual(out["action"].numpy(), live.argmax(-1))
 
   def test_partial_load_zeroes_the_rest_and_reads_weights_densely(self):
     # A sliced assign or a gather on a variable would put it in copy-on-read
@@ -136,6 +176,10 @@ class PopulationNetTest(tf.test.TestCase, parameterized.TestCase):
       pn.NetworkConfig(arch="huge")
     with self.assertRaises(ValueError):
       pn.NetworkConfig(weight_dtype="float16")
+    with self.assertRaisesRegex(ValueError, "requires weight_dtype='bfloat16'"):
+      pn.NetworkConfig(conv_input_dtype="bfloat16")
+    with self.assertRaisesRegex(ValueError, "conv_input_dtype"):
+      pn.NetworkConfig(weight_dtype="bfloat16", conv_input_dtype="float16")
     with self.assertRaises(ValueError):
       pn.ParamLayout(pn.NetworkConfig(arch="large"), (4,), 2)
     with self.assertRaises(ValueError):

@@ -118,6 +118,39 @@ class VBNForwardTest(tf.test.TestCase, parameterized.TestCase):
       self.assertAllClose(mean[p], y.mean(0), atol=1e-5)
       self.assertAllClose(scale[p], 1.0 / np.sqrt(y.var(0) + _EPS), rtol=1e-4)
 
+  @parameterized.named_parameters(("op", True), ("reference", False))
+  def test_bfloat16_conv_inputs(self, use_op):
+    # With conv_input_dtype=bfloat16 the statistics are those of the network
+    # as it plays (conv inputs rounded), and the exported form (genome +
+    # statistics through NormalizedLayout) computes the live network.
+    config = pn.NetworkConfig(arch="small", use_op=use_op, weight_dtype="bfloat16",
+                              conv_input_dtype="bfloat16")
+    shape = (36, 36, 2)
+    layout = pn.ParamLayout(config, shape, 3)
+    net = pn.PopulationNetwork(layout, capacity=3)
+    flat = _random_flat(layout, 3, seed=6)
+    reference = _observations(shape, np.uint8, 12, seed=7)
+    net.load(flat)
+    norm = vbn.VirtualBatchNorm(net, reference, vbn.VBNConfig(reference_size=12))
+    mean, _ = norm.statistics(3)[0]
+    # First layer: the moments of the convolution of the rounded reference.
+    kernel = tf.cast(tf.cast(layout.expand(flat)[0][0], tf.bfloat16), tf.float32)
+    x = pop_ops.round_to_bfloat16(reference.astype(np.float32) / 255.0)
+    for p in range(3):
+      y = tf.nn.conv2d(x, tf.reshape(kernel[p], [8, 8, 2, 16]), 4, "VALID").numpy()
+      self.assertAllClose(mean[p], y.reshape(-1, 16).mean(0), rtol=1e-5, atol=1e-6)
+    stats = norm.apply(3)
+    obs = _observations(shape, np.uint8, 6, seed=8)
+    index = np.array([0, 1, 2, 2, 1, 0], np.int32)
+    got = net(obs, index, np.ones(6, bool)).numpy()
+    normalized = vbn.NormalizedLayout(layout)
+    for p in range(3):
+      plain = pn.SingleNetwork(normalized, np.concatenate([flat[p], stats[p]]))
+      # Summation order only, plus a possible one-ulp bfloat16 flip of a
+      # hidden value before the second convolution (see test_population_net).
+      self.assertAllClose(got[index == p], plain.logits(obs[index == p]).numpy(),
+                          rtol=1e-4, atol=1e-4)
+
   def test_each_member_gets_its_own_statistics(self):
     config, shape, dtype = _ARCHS["mlp"]
     layout = pn.ParamLayout(config, shape, 2)

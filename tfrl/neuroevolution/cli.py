@@ -57,6 +57,11 @@ def define_common_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
          "bfloat16 halves the memory a step streams through the dense layers (the "
          "played and exported networks use the rounded kernels; float32 arithmetic).",
          enum_values=list(population_net.WEIGHT_DTYPES))
+  define("enum", "conv_input_dtype", "float32", "bfloat16: the convolutions round "
+         "their inputs to bfloat16 and accumulate in float32, in AMX tiles on CPUs with "
+         "AMX-BF16 (needs --weight_dtype=bfloat16; the played and exported networks "
+         "round the same way).",
+         enum_values=list(population_net.CONV_INPUT_DTYPES))
   define("integer", "sticky_actions", 0,
          "Atari: 1 = repeat_action_probability 0.25, 0 = deterministic.")
   layer_flags.define_layer_flags(fv)
@@ -79,7 +84,7 @@ def network_config(env, fv: flags.FlagValues = flags.FLAGS) -> population_net.Ne
   return population_net.NetworkConfig(
       arch=arch, hidden=tuple(int(h) for h in fv.hidden),
       layer_plan=layer_flags.layer_plan_from_flags(fv), use_op=use_op,
-      weight_dtype=fv.weight_dtype)
+      weight_dtype=fv.weight_dtype, conv_input_dtype=fv.conv_input_dtype)
 
 
 @dataclasses.dataclass

@@ -6,7 +6,9 @@ biases). A batch row b is evaluated by network `index[b]`, and only rows with
 batching op `tfrl.ops.population.population_matmul`; convolutions through
 `population_conv2d`, the same grouped GEMM reading the im2col patches
 (K = kh * kw * c_in, ordered as a conv2d kernel) in place from the image, so
-no patch buffer is written. On the pure-TF reference path (`use_op=False`,
+no patch buffer is written (with `conv_input_dtype="bfloat16"` the
+convolution inputs are rounded to bfloat16 and multiplied in AMX tiles where
+the CPU has them). On the pure-TF reference path (`use_op=False`,
 or when the op library is not built) the im2col is explicit
 (`tf.image.extract_patches`) followed by tf.gather + tf.matmul. Biases are
 added by gather.
@@ -45,6 +47,7 @@ _CONV_STACKS = {
 }
 _DENSE_STACKS = {"small": (256,), "large": (512,)}
 WEIGHT_DTYPES = ("float32", "bfloat16")
+CONV_INPUT_DTYPES = pop_ops.CONV_INPUT_DTYPES
 
 
 def round_kernel(kernel, weight_dtype: str) -> np.ndarray:
@@ -70,6 +73,11 @@ class NetworkConfig:
       float32 arithmetic. On a CPU a population's dense layers are bound by
       reading every network's kernel once per step, so this about halves their time;
       the network played (and exported) is the one with the rounded kernels.
+    conv_input_dtype: `float32`, or `bfloat16` (needs `weight_dtype="bfloat16"`):
+      every convolution rounds its input to bfloat16 (nearest, ties to even)
+      and accumulates the products in float32, in AMX tiles on CPUs that have
+      AMX-BF16 (several times the float32 rate). The played and exported
+      network rounds its convolution inputs the same way. No effect on `mlp`.
   """
 
   arch: str = "large"
@@ -77,6 +85,7 @@ class NetworkConfig:
   layer_plan: object = None
   use_op: Optional[bool] = None
   weight_dtype: str = "float32"
+  conv_input_dtype: str = "float32"
 
   def __post_init__(self):
     if self.arch not in ARCHS:
@@ -86,6 +95,12 @@ class NetworkConfig:
     if self.weight_dtype not in WEIGHT_DTYPES:
       raise ValueError(f"NetworkConfig.weight_dtype must be one of {WEIGHT_DTYPES}, "
                        f"got {self.weight_dtype!r}.")
+    if self.conv_input_dtype not in CONV_INPUT_DTYPES:
+      raise ValueError(f"NetworkConfig.conv_input_dtype must be one of "
+                       f"{CONV_INPUT_DTYPES}, got {self.conv_input_dtype!r}.")
+    if self.conv_input_dtype == "bfloat16" and self.weight_dtype != "bfloat16":
+      raise ValueError("conv_input_dtype='bfloat16' requires weight_dtype='bfloat16' "
+                       f"(bfloat16 kernels), got weight_dtype={self.weight_dtype!r}.")
 
 
 @dataclasses.dataclass
@@ -242,6 +257,7 @@ class PopulationNetwork(tf.Module):
     if self.use_op:
       pop_ops.load_library()  # fail loudly now rather than at trace time.
     self.weight_dtype = tf.as_dtype(layout.config.weight_dtype)
+    self.conv_input_dtype = layout.config.conv_input_dtype
     self.kernels = [tf.Variable(tf.zeros([capacity, l.k, l.n], self.weight_dtype),
                                 trainable=False,
                                 name=l.name.replace("/", "_") + "_kernel")
@@ -287,7 +303,8 @@ class PopulationNetwork(tf.Module):
       if layer.conv is not None:
         ks, stride = layer.conv
         y = pop_ops.population_conv2d(h, kernel, index, active, kernel_size=ks,
-                                      stride=stride, use_op=self.use_op)
+                                      stride=stride, input_dtype=self.conv_input_dtype,
+                                      use_op=self.use_op)
         h = y + b[:, None, None, :]
       else:
         y = self._matmul(tf.reshape(h, [batch, 1, layer.k]), kernel, index, active)
@@ -305,13 +322,16 @@ class SingleNetwork(tf.Module):
   """One network of a layout as plain TF ops (conv2d / matmul), for export.
 
   `__call__(obs)` returns `{"probs", "action"}` (greedy action), the tfrl
-  policy format of `tfrl.export`.
+  policy format of `tfrl.export`. It computes what the population network
+  computes: kernels rounded as stored, and with `conv_input_dtype="bfloat16"`
+  each convolution's input cast to bfloat16 and back.
   """
 
   def __init__(self, layout: ParamLayout, flat: np.ndarray, name=None):
     super().__init__(name=name)
     self.layout = layout
     expanded = layout.expand(np.asarray(flat, np.float32).reshape(1, -1))
+    self.round_conv_inputs = layout.config.conv_input_dtype == "bfloat16"
     self.kernels, self.biases = [], []
     for layer, (kernel, bias) in zip(layout.layers, expanded):
       w = round_kernel(kernel[0], layout.config.weight_dtype)
@@ -327,6 +347,8 @@ class SingleNetwork(tf.Module):
     h = preprocess(obs)
     for layer, kernel, bias in zip(self.layout.layers, self.kernels, self.biases):
       if layer.conv is not None:
+        if self.round_conv_inputs:
+          h = pop_ops.round_to_bfloat16(h)
         h = tf.nn.conv2d(h, kernel, layer.conv[1], "VALID") + bias
       else:
         h = tf.matmul(tf.reshape(h, [-1, layer.k]), kernel) + bias

@@ -235,7 +235,8 @@ class VirtualBatchNorm:
       if layer.conv is not None:
         ks, stride = layer.conv
         y = pop_ops.population_conv2d(h, net.kernels[i], index, None, kernel_size=ks,
-                                      stride=stride, use_op=net.use_op)
+                                      stride=stride, input_dtype=net.conv_input_dtype,
+                                      use_op=net.use_op)
       else:
         y = pop_ops.population_matmul(tf.reshape(h, [-1, 1, layer.k]), net.kernels[i],
                                       index, None, use_op=net.use_op)[:, 0, :]
