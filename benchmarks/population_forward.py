@@ -5,6 +5,9 @@ rows, all active, uint8 [84, 84, 4] frames):
 
   * op:        tfrl's population network on the compiled masked batching op;
   * op bf16:   the same with bfloat16 kernels (NetworkConfig.weight_dtype);
+  * op bf16 in: bfloat16 kernels and bfloat16 conv inputs
+               (NetworkConfig.conv_input_dtype; AMX tiles where the CPU has
+               AMX-BF16, TFRL_POPULATION_NO_AMX=1 forces the portable path);
   * reference: the same network on the pure-TF tf.gather + tf.matmul reference
                (the fallback when the op is not built);
   * loop:      a per-network loop, P forwards of a plain conv2d/matmul network
@@ -12,7 +15,12 @@ rows, all active, uint8 [84, 84, 4] frames):
 
     python benchmarks/population_forward.py [--arch=large] [--populations=16,64,256]
 
-Prints a table and writes JSON (--output).
+Then (--layer_rows > 0) the convolution layers of the small and large nets
+alone, each as one op call on --layer_rows rows of as many different networks
+(P = 2 * rows), in microseconds per row: float32 kernels, bfloat16 kernels,
+bfloat16 kernels and inputs.
+
+Prints tables and writes JSON (--output).
 """
 
 import json
@@ -38,6 +46,14 @@ _REPEATS = flags.DEFINE_integer("repeats", 3, "Repeats per cell; the best is rep
 _ACTIVE = flags.DEFINE_float("active_fraction", 1.0,
                              "Fraction of rows still running (the rest masked).")
 _OUTPUT = flags.DEFINE_string("output", "population_forward.json", "JSON results path.")
+_LAYER_ROWS = flags.DEFINE_integer("layer_rows", 32,
+                                   "Rows of the per-layer convolution timing (0: skip).")
+
+# Forward variants: (name, use_op, weight_dtype, conv_input_dtype).
+_VARIANTS = (("op", True, "float32", "float32"),
+             ("op_bf16", True, "bfloat16", "float32"),
+             ("op_bf16_in", True, "bfloat16", "bfloat16"),
+             ("reference", False, "float32", "float32"))
 
 
 def _timed(fn, seconds):
@@ -73,10 +89,10 @@ def bench(population: int):
   rows = int(active_np.sum())
 
   nets = {}
-  for name, use_op, dtype in (("op", True, "float32"), ("op_bf16", True, "bfloat16"),
-                              ("reference", False, "float32")):
+  for name, use_op, dtype, conv_input in _VARIANTS:
     layout = pn.ParamLayout(pn.NetworkConfig(arch=_ARCH.value, use_op=use_op,
-                                             weight_dtype=dtype),
+                                             weight_dtype=dtype,
+                                             conv_input_dtype=conv_input),
                             obs_shape, _ACTIONS.value)
     net = pn.PopulationNetwork(layout, population)
     _fill_random(net, 1)
@@ -88,6 +104,10 @@ def bench(population: int):
   a = results["op"]()
   b = results["reference"]()
   max_err = float(np.abs(a[active_np] - b[active_np]).max())
+  # How far rounding the conv inputs moves the logits (same bf16 kernels).
+  c = results["op_bf16"]()
+  d = results["op_bf16_in"]()
+  bf16_in_diff = float(np.abs(c[active_np] - d[active_np]).max())
 
   net = nets["op"]
   layers = net.layout.layers
@@ -122,7 +142,42 @@ def bench(population: int):
   for _ in range(_REPEATS.value):
     for name, fn in results.items():
       best[name] = min(best[name], _timed(fn, _SECONDS.value))
-  return {name: rows / t for name, t in best.items()}, max_err, rows
+  return {name: rows / t for name, t in best.items()}, max_err, bf16_in_diff, rows
+
+
+def conv_layer_times(arch: str, rows: int):
+  """Microseconds per row of each conv layer of `arch`, one op call on `rows` rows."""
+  layout = pn.ParamLayout(pn.NetworkConfig(arch=arch), (84, 84, 4), _ACTIONS.value)
+  rng = np.random.default_rng(3)
+  population = 2 * rows
+  index = tf.constant(rng.permutation(population)[:rows].astype(np.int32))
+  active = tf.ones([rows], tf.bool)
+  h, w, c = 84, 84, 4
+  out = []
+  for layer in layout.layers:
+    if layer.conv is None:
+      continue
+    ks, stride = layer.conv
+    x = tf.constant(rng.random((rows, h, w, c)).astype(np.float32))
+    w32 = tf.constant((rng.standard_normal((population, layer.k, layer.n)) /
+                       np.sqrt(layer.k)).astype(np.float32))
+    w16 = tf.cast(w32, tf.bfloat16)
+    variants = {"float32": (w32, "float32"), "bf16_kernels": (w16, "float32"),
+                "bf16_kernels_inputs": (w16, "bfloat16")}
+    oh, ow = (h - ks) // stride + 1, (w - ks) // stride + 1
+    row = {"layer": layer.name, "input": [h, w, c], "m": oh * ow, "k": layer.k,
+           "n": layer.n, "mflop_per_row": 2e-6 * oh * ow * layer.k * layer.n}
+    for name, (kernel, input_dtype) in variants.items():
+      fn = tf.function(lambda x=x, kernel=kernel, input_dtype=input_dtype:
+                       pop_ops.population_conv2d_op(x, kernel, index, active,
+                                                    kernel_size=ks, stride=stride,
+                                                    input_dtype=input_dtype))
+      seconds = min(_timed(lambda fn=fn: fn().numpy(), _SECONDS.value / 3)
+                    for _ in range(_REPEATS.value))
+      row[f"{name}_us_per_row"] = 1e6 * seconds / rows
+    out.append(row)
+    h, w, c = oh, ow, layer.n
+  return out
 
 
 def main(argv):
@@ -133,30 +188,48 @@ def main(argv):
         f"threads: intra-op {tf.config.threading.get_intra_op_parallelism_threads() or 'auto'}, "
         f"cpus {os.cpu_count()}")
   for p in (int(v) for v in _POPULATIONS.value):
-    fps, err, active_rows = bench(p)
+    fps, err, bf16_in_diff, active_rows = bench(p)
     row = {"population": p, "active_rows": active_rows,
            "op_forwards_per_s": fps["op"],
            "op_bf16_forwards_per_s": fps["op_bf16"],
+           "op_bf16_in_forwards_per_s": fps["op_bf16_in"],
            "reference_forwards_per_s": fps["reference"],
            "loop_forwards_per_s": fps["loop"],
            "op_over_reference": fps["op"] / fps["reference"],
            "op_over_loop": fps["op"] / fps["loop"],
-           "max_abs_diff_op_vs_reference": err}
+           "max_abs_diff_op_vs_reference": err,
+           "max_abs_diff_bf16_in_vs_bf16": bf16_in_diff}
     rows.append(row)
     print(f"P={p} done", flush=True)
-  header = (f"{'P':>5} | {'op fwd/s':>10} | {'op bf16':>8} | {'reference fwd/s':>15} | "
-            f"{'loop fwd/s':>10} | {'op/ref':>6} | {'op/loop':>7}")
+  header = (f"{'P':>5} | {'op fwd/s':>10} | {'op bf16':>8} | {'op bf16 in':>10} | "
+            f"{'reference fwd/s':>15} | {'loop fwd/s':>10} | {'op/ref':>6} | {'op/loop':>7}")
   print(header)
   print("-" * len(header))
   for r in rows:
     print(f"{r['population']:>5} | {r['op_forwards_per_s']:>10.1f} | "
-          f"{r['op_bf16_forwards_per_s']:>8.1f} | "
+          f"{r['op_bf16_forwards_per_s']:>8.1f} | {r['op_bf16_in_forwards_per_s']:>10.1f} | "
           f"{r['reference_forwards_per_s']:>15.1f} | {r['loop_forwards_per_s']:>10.1f} | "
           f"{r['op_over_reference']:>6.2f} | {r['op_over_loop']:>7.2f}")
+  layers = []
+  if _LAYER_ROWS.value > 0:
+    for arch in ("small", "large"):
+      layers += [dict(arch=arch, **r) for r in conv_layer_times(arch, _LAYER_ROWS.value)]
+    print(f"\nconvolution layers alone, {_LAYER_ROWS.value} rows of as many networks "
+          "(us per row, wall time of one op call / rows)")
+    header = (f"{'arch':>5} | {'layer':>12} | {'MFLOP':>5} | {'float32':>8} | "
+              f"{'bf16 kernels':>12} | {'bf16 kernels+inputs':>19} | {'GFLOP/s':>7}")
+    print(header)
+    print("-" * len(header))
+    for r in layers:
+      gflops = r["mflop_per_row"] * 1e-3 / (r["bf16_kernels_inputs_us_per_row"] * 1e-6)
+      print(f"{r['arch']:>5} | {r['layer']:>12} | {r['mflop_per_row']:>5.2f} | "
+            f"{r['float32_us_per_row']:>8.1f} | {r['bf16_kernels_us_per_row']:>12.1f} | "
+            f"{r['bf16_kernels_inputs_us_per_row']:>19.1f} | {gflops:>7.1f}")
   with open(_OUTPUT.value, "w") as f:
     json.dump({"arch": _ARCH.value, "num_actions": _ACTIONS.value,
                "active_fraction": _ACTIVE.value, "cpus": os.cpu_count(),
-               "results": rows}, f, indent=1)
+               "amx_disabled_by_env": "TFRL_POPULATION_NO_AMX" in os.environ,
+               "results": rows, "conv_layers": layers}, f, indent=1)
   print(f"wrote {_OUTPUT.value}")
 
 
