@@ -7,7 +7,7 @@ Side by side in one run, on the same `AtariEnv` slots:
     many slot groups (threads) as the GA runs; its best run is the baseline;
   * GA: whole generations (rebuild weights from seed chains, pipelined
     evaluation with the population network, elite re-evaluation, selection)
-    for each network arch, kernel storage dtype, slot-group count and
+    for each network arch, precision setting, slot-group count and
     episodes per evaluation asked for (with several episodes per network the
     episodes of one network run side by side and share each read of its
     kernels; the GA itself is then a different, less noisy, configuration).
@@ -47,8 +47,13 @@ _NUM_ENVS = flags.DEFINE_integer("num_envs", 32, "Env slots.")
 _POPULATION = flags.DEFINE_integer("population", 32, "GA population.")
 _ARCHS = flags.DEFINE_list("archs", ["small", "large"], "Population network archs.")
 _GROUPS = flags.DEFINE_list("slot_groups", ["1", "2"], "Slot-group counts to compare.")
-_DTYPES = flags.DEFINE_list("weight_dtypes", ["float32", "bfloat16"],
-                            "Kernel storage dtypes to compare (NetworkConfig.weight_dtype).")
+# Precision settings: name -> (NetworkConfig.weight_dtype, .conv_input_dtype).
+PRECISIONS = {"float32": ("float32", "float32"), "bfloat16": ("bfloat16", "float32"),
+              "bfloat16_conv_inputs": ("bfloat16", "bfloat16")}
+_PRECISIONS = flags.DEFINE_list(
+    "precisions", ["float32", "bfloat16"],
+    f"Precision settings to compare, from {sorted(PRECISIONS)}: float32; bfloat16 "
+    "kernels; bfloat16 kernels and convolution inputs (AMX tiles where the CPU has them).")
 _EPISODES = flags.DEFINE_list("episodes_per_eval", ["1"],
                               "Episodes per network and generation to compare.")
 _GENERATIONS = flags.DEFINE_integer("rounds", 3, "Interleaved rounds (one generation per GA cell each).")
@@ -86,8 +91,10 @@ def env_only(env, step, groups, seconds):
           frames / max(time.process_time() - cpu, 1e-9))
 
 
-def make_ga(env, arch, groups, dtype, episodes):
-  layout = pn.ParamLayout(pn.NetworkConfig(arch=arch, weight_dtype=dtype),
+def make_ga(env, arch, groups, precision, episodes):
+  weight_dtype, conv_input_dtype = PRECISIONS[precision]
+  layout = pn.ParamLayout(pn.NetworkConfig(arch=arch, weight_dtype=weight_dtype,
+                                           conv_input_dtype=conv_input_dtype),
                           env.observation_shape, env.num_actions)
   table = noise_lib.NoiseTable(0, max(1 << 22, 4 * layout.dim))
   net = pn.PopulationNetwork(layout, _POPULATION.value)
@@ -115,6 +122,9 @@ def ga_generation(algo):
 
 def main(argv):
   del argv
+  unknown = sorted(set(_PRECISIONS.value) - set(PRECISIONS))
+  if unknown:
+    raise app.UsageError(f"--precisions: unknown {unknown}; allowed: {sorted(PRECISIONS)}")
   pop_ops.load_library()
   from tfrl.envs import AtariEnv  # pylint: disable=import-outside-toplevel
   env = AtariEnv(_GAME.value, _NUM_ENVS.value, seed=0)
@@ -126,7 +136,7 @@ def main(argv):
     return env.step(actions, slots)
 
   cells = {(arch, int(g), dt, int(e)): make_ga(env, arch, int(g), dt, int(e))
-           for arch in _ARCHS.value for dt in _DTYPES.value for e in _EPISODES.value
+           for arch in _ARCHS.value for dt in _PRECISIONS.value for e in _EPISODES.value
            for g in _GROUPS.value}
   env_cells = [f"env-only groups={g}" for g in _GROUPS.value]
   results = {key: [] for key in env_cells}
