@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # TD3 on HalfCheetah-v5: dense vs iterative (polynomial) pruning vs GST at one
-# step budget; prints final return and average compression ratio, writes JSON.
+# step budget, over one or more seeds; prints final return and average
+# compression ratio per seed and their means, writes JSON.
 #
-#   STEPS=1000000 benchmarks/gst_halfcheetah.sh            # the paper's budget
-#   STEPS=20000 START=5000 benchmarks/gst_halfcheetah.sh   # a short smoke budget
+#   STEPS=1000000 benchmarks/gst_halfcheetah.sh                 # the paper's budget
+#   STEPS=70000 SEEDS="0 1 2" PARALLEL=1 GST_WINDOW=3 benchmarks/gst_halfcheetah.sh
+#   STEPS=20000 START=5000 benchmarks/gst_halfcheetah.sh        # a short smoke budget
 #
 # Env: STEPS (env steps, default 1000000), START (random steps, default
-# 10000), OUT (default /tmp/tfrl_gst_halfcheetah), SEED (0), PYTHON,
-# PARALLEL (1: all runs at once under `nice`, one TF thread each; default 0),
-# METHODS (default "dense iterative_pruning gst"; gst_b32 is GST with b=32
-# circulant blocks), TABLE_ONLY (1: only print the table of finished runs),
-# CHECKPOINT_EVERY (env steps, default STEPS), RESUME (1: carry on from the
-# runs' checkpoints in OUT), NICE (niceness under PARALLEL, default 10).
+# 10000), OUT (default /tmp/tfrl_gst_halfcheetah), SEEDS (default "0"; one
+# after the other, each in OUT/seed<S>), PYTHON,
+# PARALLEL (1: a seed's runs at once under `nice`, one TF thread each;
+# default 0), METHODS (default "dense iterative_pruning gst"; gst_b32 is GST
+# with b=32 circulant blocks), GST_WINDOW (episodes per reward-aware decision,
+# default the preset's 10; 3 suits budgets under ~100k steps), TABLE_ONLY (1:
+# only print the table of finished runs), CHECKPOINT_EVERY (env steps,
+# default STEPS), RESUME (1: carry on from the runs' checkpoints in OUT),
+# NICE (niceness under PARALLEL, default 10).
 # Ctrl-C / SIGTERM stop the runs with a checkpoint; RESUME=1 continues them.
 # The return is the mean of 5 deterministic episodes after training.
 # Pruning schedules count training iterations (= STEPS - START); both
@@ -21,58 +26,77 @@ cd "$(dirname "$0")/.."
 STEPS=${STEPS:-1000000}
 START=${START:-10000}
 OUT=${OUT:-/tmp/tfrl_gst_halfcheetah}
-SEED=${SEED:-0}
+read -r -a seeds <<< "${SEEDS:-0}"
 PYTHON=${PYTHON:-python}
 ITERS=$((STEPS - START))
 END=$((ITERS * 8 / 10))
 FREQ=$((ITERS / 40 > 1000 ? 1000 : (ITERS / 40 > 0 ? ITERS / 40 : 1)))
-common=(--total_steps="$STEPS" --start_steps="$START" --seed="$SEED" --eval_every=0
+common=(--total_steps="$STEPS" --start_steps="$START" --eval_every=0
         --eval_episodes=5 --checkpoint_every="${CHECKPOINT_EVERY:-$STEPS}" --log_every=$((STEPS / 20))
         --pruning_begin=0 --pruning_end="$END" --pruning_frequency="$FREQ" --jit_compile)
 [[ "${RESUME:-0}" == 1 ]] && common+=(--resume)
+[[ -n "${GST_WINDOW:-}" ]] && common+=(--gst_window="$GST_WINDOW")
 PARALLEL=${PARALLEL:-0}
 read -r -a methods <<< "${METHODS:-dense iterative_pruning gst}"
 declare -A flagfile=([dense]=td3_halfcheetah [iterative_pruning]=td3_halfcheetah_pruning
                      [gst]=td3_halfcheetah_gst [gst_b32]=td3_halfcheetah_gst_b32)
-mkdir -p "$OUT"
-run() {
-  local name=$1
-  echo "== $name" >&2
+run() {  # run METHOD SEED
+  local name=$1 seed=$2 dir="$OUT/seed$2"
+  mkdir -p "$dir"
+  echo "== $name, seed $seed" >&2
   PYTHONPATH=. "$PYTHON" -m tfrl.td3 --flagfile="flags/${flagfile[$name]}.flags" "${common[@]}" \
-    --logdir="$OUT/$name" >> "$OUT/$name.log" 2>&1 || { tail -20 "$OUT/$name.log" >&2; return 1; }
+    --seed="$seed" --logdir="$dir/$name" >> "$dir/$name.log" 2>&1 \
+    || { tail -20 "$dir/$name.log" >&2; return 1; }
 }
-if [[ "${TABLE_ONLY:-0}" == 1 ]]; then
-  :
-elif [[ "$PARALLEL" == 1 ]]; then
-  # Separate processes share the cores; one intra-op thread each avoids
-  # oversubscription, `nice` keeps the machine usable meanwhile.
-  export TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1
-  pids=()
-  for m in "${methods[@]}"; do nice -n "${NICE:-10}" bash -c "$(declare -f run); $(declare -p common flagfile); \
-    OUT='$OUT' PYTHON='$PYTHON' run $m" & pids+=($!); done
-  # Background jobs ignore the terminal's Ctrl-C: pass it on to the runs.
-  trap 'pkill -INT -f -- "--logdir=$OUT/" || true' INT TERM
-  for p in "${pids[@]}"; do wait "$p" || wait "$p"; done
-else
-  for m in "${methods[@]}"; do run "$m"; done
+if [[ "${TABLE_ONLY:-0}" != 1 ]]; then
+  for seed in "${seeds[@]}"; do
+    if [[ "$PARALLEL" == 1 ]]; then
+      # Separate processes share the cores; one intra-op thread each avoids
+      # oversubscription, `nice` keeps the machine usable meanwhile.
+      export TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1
+      pids=()
+      for m in "${methods[@]}"; do nice -n "${NICE:-10}" bash -c "$(declare -f run); \
+        $(declare -p common flagfile); OUT='$OUT' PYTHON='$PYTHON' STEPS='$STEPS' run $m $seed" &
+        pids+=($!); done
+      # Background jobs ignore the terminal's Ctrl-C: pass it on to the runs.
+      trap 'pkill -INT -f -- "--logdir=$OUT/" || true; exit 130' INT TERM
+      for p in "${pids[@]}"; do wait "$p" || wait "$p"; done
+    else
+      for m in "${methods[@]}"; do run "$m" "$seed"; done
+    fi
+  done
 fi
-"$PYTHON" - "$OUT" "$STEPS" "${methods[@]}" <<'PY'
-import json, sys
-out, steps, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-rows = {n: json.load(open(f"{out}/{n}/summary.json")) for n in names}
-print(f"TD3 HalfCheetah-v5, {steps} env steps, seed as given")
-print(f"{'method':<18} {'eval return':>11} {'train ret(10)':>13} {'avg compr.':>10} "
+"$PYTHON" - "$OUT" "$STEPS" "${#seeds[@]}" "${seeds[@]}" "${methods[@]}" <<'PY'
+import json, math, sys
+out, steps, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+seeds, names = sys.argv[4:4 + n], sys.argv[4 + n:]
+rows = {m: {s: json.load(open(f"{out}/seed{s}/{m}/summary.json")) for s in seeds} for m in names}
+print(f"TD3 HalfCheetah-v5, {steps} env steps, seeds {' '.join(seeds)}")
+print(f"{'method':<18} {'seed':>4} {'eval return':>11} {'train ret(10)':>13} {'avg compr.':>10} "
       f"{'final compr.':>12} {'stored params':>13} {'policy bytes':>12} {'wall s':>7}")
-for n, r in rows.items():
-  if not r.get("completed", True):
-    print(f"{n:<18} stopped at step {r['env_steps']}; finish it with RESUME=1")
-    continue
-  tr = r['train_return_last10']
-  tr = float('nan') if tr is None else tr
-  print(f"{n:<18} {r['eval_return']:>11.1f} {tr:>13.1f} "
-        f"{100 * r['average_compression_ratio']:>9.1f}% {100 * r['final_compression_ratio']:>11.1f}% "
-        f"{r['stored_params']:>13d} {r['policy_compressed_bytes']:>12d} {r['wall_seconds']:>7.0f}")
-json.dump({n: {k: v for k, v in r.items() if k != "layers"} for n, r in rows.items()},
+means = {}
+for m, by_seed in rows.items():
+  done = {s: r for s, r in by_seed.items() if r.get("completed", True)}
+  for s, r in by_seed.items():
+    if s not in done:
+      print(f"{m:<18} {s:>4} stopped at step {r['env_steps']}; finish it with RESUME=1")
+      continue
+    tr = r['train_return_last10']
+    tr = float('nan') if tr is None else tr
+    print(f"{m:<18} {s:>4} {r['eval_return']:>11.1f} {tr:>13.1f} "
+          f"{100 * r['average_compression_ratio']:>9.1f}% {100 * r['final_compression_ratio']:>11.1f}% "
+          f"{r['stored_params']:>13d} {r['policy_compressed_bytes']:>12d} {r['wall_seconds']:>7.0f}")
+  if len(done) > 1:
+    mean = lambda k: sum(r[k] for r in done.values()) / len(done)
+    means[m] = {"seeds": len(done), "eval_return": mean("eval_return"),
+                "average_compression_ratio": mean("average_compression_ratio"),
+                "final_compression_ratio": mean("final_compression_ratio")}
+    print(f"{m:<18} {'mean':>4} {means[m]['eval_return']:>11.1f} {'':>13} "
+          f"{100 * means[m]['average_compression_ratio']:>9.1f}% "
+          f"{100 * means[m]['final_compression_ratio']:>11.1f}%")
+json.dump({"steps": steps, "seeds": seeds, "means": means,
+           "runs": {m: {s: {k: v for k, v in r.items() if k != "layers"} for s, r in by_seed.items()}
+                    for m, by_seed in rows.items()}},
           open(f"{out}/results.json", "w"), indent=1)
 print(f"JSON: {out}/results.json")
 PY

@@ -1,5 +1,6 @@
 """Whole GA3C runs: SavedModel export, checkpoint -> kill -> resume, CLI."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -108,6 +109,34 @@ class LayerVariantTest(tf.test.TestCase):
     obs = np.ones([3, 4], np.float32)
     logits, _ = system.network(obs)
     self.assertAllClose(loaded(obs)["probs"], tf.nn.softmax(logits), atol=1e-5)
+
+
+  def test_gst_controller_prunes_reward_aware_layers_and_resumes(self):
+    # GST on a 4 -> 32 -> 32 -> heads MLP: the 32x32 layer is circulant, the
+    # input layer and the heads are pruned to the controller's sparsity, which
+    # it raises while CartPole's score holds up (every score does at first).
+    from tfrl.layers import RewardAwareConfig, gst  # pylint: disable=import-outside-toplevel
+    logdir = self.get_temp_dir()
+    plan = LayerPlan(default=LayerSpec(kind="gst", block_size=8, gst_min_dim=32,
+                                       target_sparsity=0.9, begin_step=0, end_step=10**6,
+                                       frequency=5))
+    reward_aware = RewardAwareConfig(window=1, tolerance=1.0, backoff=1.0, step_up=0.3,
+                                     max_sparsity=0.6, reward_scale=1000.0)
+    config = _cartpole_config(logdir, max_frames=3000, layer_plan=plan, hidden_sizes=(32, 32),
+                              reward_aware=reward_aware)
+    system = GA3C(config)
+    pruned = gst.reward_aware_layers(system.network)
+    self.assertLen(pruned, 3)   # input layer, policy and value heads.
+    summary = system.run()
+    self.assertGreater(summary["train_steps"], 20)
+    self.assertAllClose(float(system.controller.sparsity), 0.6)
+    for layer in pruned:
+      self.assertAllClose(float(layer.sparsity_target), 0.6)
+      self.assertAllClose(float(layer.sparsity()), 0.6, atol=0.05)
+    # The controller is part of the checkpoint.
+    again = GA3C(dataclasses.replace(config, resume=True))
+    self.assertAllClose(float(again.controller.sparsity), 0.6)
+    self.assertEqual(int(again.controller.num_returns), int(system.controller.num_returns))
 
 
 class CommandLineTest(tf.test.TestCase):

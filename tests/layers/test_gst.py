@@ -39,6 +39,36 @@ class RewardAwareControllerTest(tf.test.TestCase, parameterized.TestCase):
       self.assertAllClose(float(c.sparsity.numpy()), sparsity)
       self.assertEqual(float(c.reference.numpy()), reference)
 
+  def test_each_decision_needs_a_fresh_window(self):
+    # One bad stretch of episodes gives one back-off, not one per call.
+    c = tl.RewardAwareController(tl.RewardAwareConfig(window=3, step_up=0.1, step_down=0.1,
+                                                      max_sparsity=0.5))
+    for r in (100.0, 100.0, 100.0):
+      c.record_return(r)
+    self.assertEqual(c.decide(), "raise")
+    self.assertEqual(c.decide(), "wait")
+    for r in (10.0, 10.0):
+      c.record_return(r)
+    self.assertEqual(c.decide(), "wait")   # 2 of 3 new returns.
+    c.record_return(10.0)
+    self.assertEqual(c.decide(), "backoff")
+    for _ in range(5):
+      self.assertEqual(c.decide(), "wait")
+    self.assertAllClose(float(c.sparsity.numpy()), 0.0)
+    for r in (10.0, 10.0, 10.0):
+      c.record_return(r)
+    self.assertEqual(c.decide(), "backoff")  # a second bad window: a second back-off.
+
+  def test_decision_due_on_frequency_multiples_within_begin_end(self):
+    spec = tl.LayerSpec(kind="gst", begin_step=2000, end_step=5000, frequency=1000)
+    due = tl.RewardAwareController.decision_due
+    self.assertFalse(due(spec, 900, 1900))    # crosses 1000 < begin.
+    self.assertTrue(due(spec, 1950, 2000))    # reaches 2000 = begin.
+    self.assertFalse(due(spec, 2000, 2999))   # no multiple crossed.
+    self.assertTrue(due(spec, 2999, 3050))
+    self.assertTrue(due(spec, 4990, 5000))    # end is inclusive.
+    self.assertFalse(due(spec, 5000, 6000))   # past end.
+
   def test_negative_returns_use_abs_scale(self):
     c = tl.RewardAwareController(tl.RewardAwareConfig(window=1, tolerance=0.1, backoff=0.5,
                                                       step_up=0.1, max_sparsity=0.5))

@@ -160,6 +160,7 @@ def config_from_flags():
         grad_clip_norm=_GRAD_CLIP_NORM.value,
         hidden_sizes=tuple(int(h) for h in _HIDDEN_SIZES.value),
         layer_plan=layer_flags.layer_plan_from_flags(flags.FLAGS),
+        reward_aware=layer_flags.reward_aware_config_from_flags(flags.FLAGS),
         logdir=_LOGDIR.value, max_frames=_MAX_FRAMES.value,
         max_seconds=_MAX_SECONDS.value,
         checkpoint_every=_CHECKPOINT_EVERY.value, resume=_RESUME.value,

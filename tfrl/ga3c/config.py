@@ -51,6 +51,9 @@ class GA3CConfig:
   grad_clip_norm: float = 0.0               # 0 disables clipping.
   hidden_sizes: Tuple[int, ...] = (64, 64)  # MLP torso for non-image envs.
   layer_plan: Any = None                    # tfrl.layers LayerPlan or None.
+  # tfrl.layers.RewardAwareConfig for the `reward_aware` layers (GST's pruned
+  # ones); None: its defaults.
+  reward_aware: Any = None
 
   # Run.
   logdir: str = "/tmp/tfrl_ga3c"

@@ -94,6 +94,12 @@ class Stats:
       self._writer.flush()
     return row
 
+  def scalar(self, name: str, value: float, frames: int) -> None:
+    """One TensorBoard scalar at `frames`."""
+    if self._writer is not None:
+      with self._writer.as_default(step=frames):
+        tf.summary.scalar(name, value)
+
   def close(self) -> None:
     if self._writer is not None:
       self._writer.close()

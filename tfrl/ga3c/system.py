@@ -65,6 +65,14 @@ def make_optimizer(config: GA3CConfig):
                             epsilon=config.rmsprop_epsilon)
 
 
+def _has_reward_aware_layers(network) -> bool:
+  try:
+    from tfrl.layers import gst  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    return False
+  return bool(gst.reward_aware_layers(network))
+
+
 def _after_update_fn():
   try:
     from tfrl.layers import after_update
@@ -120,8 +128,19 @@ class GA3C:
     self.optimizer = make_optimizer(cfg)
     self.counters = {k: tf.Variable(0, dtype=tf.int64, trainable=False, name=k)
                      for k in COUNTERS}
-    self.checkpoint = tf.train.Checkpoint(
-        network=self.network, optimizer=self.optimizer, counters=self.counters)
+    checkpointed = dict(network=self.network, optimizer=self.optimizer,
+                        counters=self.counters)
+    # GST's reward-aware pruned layers get their target sparsity from a
+    # controller fed with the episode scores (see _update_reward_aware).
+    self.controller = None
+    if _has_reward_aware_layers(self.network):
+      from tfrl.layers import gst  # pylint: disable=import-outside-toplevel
+      self.controller = gst.RewardAwareController(cfg.reward_aware or gst.RewardAwareConfig())
+      self.controller.update(self.network)  # the initial sparsity.
+      # Frequency, begin and end of the decisions: the layers' own spec.
+      self._reward_aware_spec = gst.reward_aware_layers(self.network)[0].spec
+      checkpointed["controller"] = self.controller
+    self.checkpoint = tf.train.Checkpoint(**checkpointed)
     self.checkpoint_manager = tf.train.CheckpointManager(
         self.checkpoint, os.path.join(cfg.logdir, "checkpoints"), max_to_keep=3)
     self.restored_from = None
@@ -180,6 +199,7 @@ class GA3C:
     self._profile_done = False
     self.profile_dir = None
     self._adjust_last = None  # (trained samples, time) at the last trial.
+    self._controller_steps = int(self.counters["train_steps"].numpy())
     self.summary: Dict = {}
 
   # -- State ----------------------------------------------------------------
@@ -277,11 +297,30 @@ class GA3C:
 
   # -- Main loop ------------------------------------------------------------
 
-  def _report(self, log=True) -> Dict:
+  def _drain_episodes(self) -> None:
     scores, lengths = self.queues.drain_episodes()
+    self.stats.add_episodes(scores, lengths, self.frames)
+    if self.controller is not None:
+      for score in scores:
+        self.controller.record_return(float(score))
+
+  def _update_reward_aware(self) -> None:
+    """Consults the controller when the trainers' optimizer steps have crossed
+    a multiple of the pruning frequency within [begin, end] (as TD3 does)."""
+    if self.controller is None:
+      return
+    before = self._controller_steps
+    after = self._controller_steps = int(self.counters["train_steps"].numpy())
+    if self.controller.decision_due(self._reward_aware_spec, before, after):
+      decision = self.controller.update(self.network)
+      self.stats.scalar("gst/target_sparsity", float(self.controller.sparsity), self.frames)
+      if decision != "wait":
+        logging.info("training step %d: reward-aware %s -> sparsity %.3f", after, decision,
+                     float(self.controller.sparsity))
+
+  def _report(self, log=True) -> Dict:
+    self._drain_episodes()
     counters = self.counter_values()
-    self.stats.add_episodes(scores, lengths,
-                            counters["env_steps"] * self.frames_per_step)
     metrics = None
     if self._last_metrics is not None:
       metrics = {k: float(v) for k, v in self._last_metrics.items()}
@@ -328,10 +367,11 @@ class GA3C:
           if now - last_stats >= cfg.stats_every:
             last_stats = now
             self._report()
-          elif cfg.target_score is not None:
-            # Keep the rolling score fresh for the stopping rule.
-            scores, lengths = self.queues.drain_episodes()
-            self.stats.add_episodes(scores, lengths, self.frames)
+          elif cfg.target_score is not None or self.controller is not None:
+            # Keep the rolling score (stopping rule) and the controller's
+            # returns fresh.
+            self._drain_episodes()
+          self._update_reward_aware()
           if cfg.checkpoint_every and now - last_ckpt >= cfg.checkpoint_every:
             last_ckpt = now
             self.save()

@@ -121,7 +121,6 @@ def train(config: config_lib.TD3Config, plan=None,
   writer = tf.summary.create_file_writer(logdir)
   rng = np.random.default_rng(config.seed + int(env_steps))
   spec = plan.default
-  freq = spec.frequency
   scale = (high - low) / 2.0
 
   def save_checkpoint():
@@ -160,11 +159,10 @@ def train(config: config_lib.TD3Config, plan=None,
         before = int(learner.num_updates)
         metrics = learner.update(*replay.sample(config.update_every, config.batch_size))
         after = int(learner.num_updates)
-        if uses_controller and after // freq > before // freq:
-          it = after // freq * freq
-          if spec.begin_step <= it <= spec.end_step:
-            decision = controller.update(learner.networks)
-            tf.summary.scalar("gst/target_sparsity", controller.sparsity, step=t)
+        if uses_controller and controller.decision_due(spec, before, after):
+          decision = controller.update(learner.networks)
+          tf.summary.scalar("gst/target_sparsity", controller.sparsity, step=t)
+          if decision != "wait":
             logging.info("step %d: reward-aware %s -> sparsity %.3f", t, decision,
                          float(controller.sparsity))
         tracker.record(after, learner.networks)
