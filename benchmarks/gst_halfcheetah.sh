@@ -59,7 +59,8 @@ if [[ "${TABLE_ONLY:-0}" != 1 ]]; then
         $(declare -p common flagfile); OUT='$OUT' PYTHON='$PYTHON' STEPS='$STEPS' run $m $seed" &
         pids+=($!); done
       # Background jobs ignore the terminal's Ctrl-C: pass it on to the runs.
-      trap 'pkill -INT -f -- "--logdir=$OUT/" || true; exit 130' INT TERM
+      # SIGTERM: background jobs ignore SIGINT until TD3 installs its handler.
+      trap 'pkill -TERM -f -- "--logdir=$OUT/" || true; exit 130' INT TERM
       for p in "${pids[@]}"; do wait "$p" || wait "$p"; done
     else
       for m in "${methods[@]}"; do run "$m" "$seed"; done
