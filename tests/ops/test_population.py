@@ -44,6 +44,7 @@ class PopulationMatmulTest(tf.test.TestCase, parameterized.TestCase):
       ("dense_wide", 16, 1, 300, 512, 16),
       ("dense_vector_edges", 40, 1, 33, 47, 3),
       ("dense_streamed_with_tail", 9, 1, 70, 75, 6),
+      ("dense_chunked_with_tail", 20, 1, 300, 75, 3),
       ("conv_like", 12, 49, 72, 16, 4),
       ("conv_large", 8, 81, 512, 64, 6),
       ("more_networks_than_rows", 3, 5, 11, 7, 64),
@@ -98,15 +99,19 @@ class PopulationMatmulTest(tf.test.TestCase, parameterized.TestCase):
         self.assertAllEqual(y[b], np.zeros_like(y[b]))
 
   def test_result_independent_of_batch_composition(self):
-    # 8 rows per network take the register-blocked path, a row alone the
-    # streamed one (and columns past the last full vector the scalar tail).
+    # A row alone takes the streamed path, 3 to 8 rows of one network the
+    # K-chunked one (K = 200 spans several chunks), more rows the
+    # register-blocked one; columns past the last full vector the scalar tail.
     rng = np.random.default_rng(6)
     for n, dtype in ((64, tf.float32), (75, tf.float32), (75, tf.bfloat16)):
-      x, w, index, _ = _random_case(rng, 32, 1, 200, n, 4)
+      x, w, _, _ = _random_case(rng, 12, 1, 200, n, 4)
       w = tf.cast(w, dtype)
-      full = population.population_matmul_op(x, w, index, np.ones(32, bool)).numpy()
-      alone = population.population_matmul_op(x[:1], w, index[:1], [True]).numpy()
-      self.assertAllEqual(full[:1], alone)
+      index = np.full(12, 2, np.int32)
+      outputs = [population.population_matmul_op(x[:rows], w, index[:rows],
+                                                 np.ones(rows, bool)).numpy()[:1]
+                 for rows in (1, 2, 5, 8, 12)]
+      for out in outputs[1:]:
+        self.assertAllEqual(outputs[0], out)
 
   def test_inside_tf_function_and_shape_inference(self):
     fn = tf.function(population.population_matmul_op, input_signature=[
