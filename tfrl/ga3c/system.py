@@ -65,12 +65,12 @@ def make_optimizer(config: GA3CConfig):
                             epsilon=config.rmsprop_epsilon)
 
 
-def _has_reward_aware_layers(network) -> bool:
+def _reward_aware_layers(network) -> list:
   try:
     from tfrl.layers import gst  # pylint: disable=import-outside-toplevel
   except ImportError:
-    return False
-  return bool(gst.reward_aware_layers(network))
+    return []
+  return gst.reward_aware_layers(network)
 
 
 def _after_update_fn():
@@ -133,12 +133,13 @@ class GA3C:
     # GST's reward-aware pruned layers get their target sparsity from a
     # controller fed with the episode scores (see _update_reward_aware).
     self.controller = None
-    if _has_reward_aware_layers(self.network):
+    reward_aware = _reward_aware_layers(self.network)
+    if reward_aware:
       from tfrl.layers import gst  # pylint: disable=import-outside-toplevel
       self.controller = gst.RewardAwareController(cfg.reward_aware or gst.RewardAwareConfig())
       self.controller.update(self.network)  # the initial sparsity.
       # Frequency, begin and end of the decisions: the layers' own spec.
-      self._reward_aware_spec = gst.reward_aware_layers(self.network)[0].spec
+      self._reward_aware_spec = reward_aware[0].spec
       checkpointed["controller"] = self.controller
     self.checkpoint = tf.train.Checkpoint(**checkpointed)
     self.checkpoint_manager = tf.train.CheckpointManager(
