@@ -2,9 +2,10 @@
 
 Side by side in one run, on the same `AtariEnv` slots:
 
-  * env-only: all slots stepped with random actions, nothing else, one
-    tf.function call per step (the same dispatch as the GA's step), in as
-    many slot groups (threads) as the GA runs; its best run is the baseline;
+  * env-only: all slots stepped with random actions, nothing else, in as
+    many slot groups (threads) as the GA runs, dispatched two ways: one
+    tf.function call per step, and a graph loop of --loop_steps steps per
+    call (as the GA's evaluator plays); the best env-only run is the baseline;
   * GA: whole generations (rebuild weights from seed chains, pipelined
     evaluation with the population network, elite re-evaluation, selection)
     for each network arch, precision setting, slot-group count and
@@ -59,14 +60,16 @@ _EPISODES = flags.DEFINE_list("episodes_per_eval", ["1"],
 _GENERATIONS = flags.DEFINE_integer("rounds", 3, "Interleaved rounds (one generation per GA cell each).")
 _CAP = flags.DEFINE_integer("episode_frame_cap", 1000, "Frame cap per episode.")
 _ENV_SECONDS = flags.DEFINE_float("env_seconds", 10.0, "Env-only measuring time per round.")
+_LOOP_STEPS = flags.DEFINE_integer("loop_steps", 32, "Env-only steps per graph-loop call.")
 _OUTPUT = flags.DEFINE_string("output", "ga_throughput.json", "JSON results path.")
 
 
-def env_only(env, step, groups, seconds):
+def env_only(env, step, groups, seconds, steps_per_call=1):
   """(wall frames/s, frames per process-CPU-second) of random-action stepping.
 
   The slots are cut into `groups` groups, each stepped by its own thread (as
   the GA's slot groups are), so that env-only gets the same overlap.
+  `step(slots)` plays `steps_per_call` steps of the slots.
   """
   env.reset()
   slots = [tf.constant(g, tf.int32)
@@ -79,7 +82,7 @@ def env_only(env, step, groups, seconds):
   def run(i):
     while time.perf_counter() - start < seconds:
       step(slots[i])[0].numpy()
-      steps[i] += int(slots[i].shape[0])
+      steps[i] += int(slots[i].shape[0]) * steps_per_call
 
   threads = [threading.Thread(target=run, args=(i,)) for i in range(groups)]
   for t in threads:
@@ -135,17 +138,28 @@ def main(argv):
     actions = tf.random.uniform(tf.shape(slots), 0, env.num_actions, tf.int32)
     return env.step(actions, slots)
 
+  loop_steps = _LOOP_STEPS.value
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.int32)])
+  def random_loop(slots):
+    def body(i, obs):
+      actions = tf.random.uniform(tf.shape(slots), 0, env.num_actions, tf.int32)
+      return i + 1, env.step(actions, slots)[0]
+    return tf.while_loop(lambda i, obs: i < loop_steps, body,
+                         (tf.constant(0), env.observe(slots)), parallel_iterations=1)[1:]
+
   cells = {(arch, int(g), dt, int(e)): make_ga(env, arch, int(g), dt, int(e))
            for arch in _ARCHS.value for dt in _PRECISIONS.value for e in _EPISODES.value
            for g in _GROUPS.value}
-  env_cells = [f"env-only groups={g}" for g in _GROUPS.value]
+  env_cells = {f"env-only groups={g}{name}": (int(g), fn, n) for g in _GROUPS.value
+               for name, fn, n in (("", random_step, 1), (" loop", random_loop, loop_steps))}
   results = {key: [] for key in env_cells}
   results.update({key: [] for key in cells})
   # Interleaved rounds, so that load from other processes hits every run alike;
   # the best wall-clock round and the median CPU efficiency are reported.
   for rnd in range(_GENERATIONS.value):
-    for key, g in zip(env_cells, _GROUPS.value):
-      results[key].append(env_only(env, random_step, int(g), _ENV_SECONDS.value) + (None,))
+    for key, (g, fn, n) in env_cells.items():
+      results[key].append(env_only(env, fn, g, _ENV_SECONDS.value, n) + (None,))
     for key, algo in cells.items():
       wall, evalonly, per_cpu = ga_generation(algo)
       results[key].append((wall, per_cpu, evalonly))

@@ -77,6 +77,28 @@ class EvaluatorTest(tf.test.TestCase):
       evaluator.evaluate([0, 3])               # network 3 was not loaded
     env.close()
 
+  def test_results_independent_of_steps_per_call(self):
+    # One slot group plays deterministically: a graph call of 1 step or of up
+    # to 32 steps must give the same episodes, with and without a cap.
+    results = []
+    for steps_per_call in (1, 7, 32):
+      env, layout, net, _, _, _ = _setup(4, num_envs=3, groups=1)
+      flat = np.random.default_rng(3).standard_normal((4, layout.dim)).astype(np.float32)
+      net.load(flat * layout.init_scale)
+      for cap in (None, 30):
+        evaluator = evaluation.PipelinedEvaluator(env, net, num_groups=1, episode_frame_cap=cap,
+                                                  steps_per_call=steps_per_call)
+        results.append((steps_per_call, cap, evaluator.evaluate(4, 2)))
+      env.close()
+    for steps_per_call, cap, res in results[2:]:
+      ref = results[0 if cap is None else 1][2]
+      self.assertAllEqual(res.returns, ref.returns, msg=f"steps_per_call={steps_per_call}")
+      self.assertAllEqual(res.lengths, ref.lengths)
+      self.assertEqual(res.frames, ref.frames)
+    self.assertTrue(np.all(results[1][2].lengths <= 30))
+    with self.assertRaisesRegex(ValueError, "steps_per_call"):
+      evaluation.PipelinedEvaluator(env, net, steps_per_call=0)
+
   def test_wrong_group_count_rejected(self):
     env, _, net, _, _, _ = _setup(2, num_envs=2)
     with self.assertRaises(ValueError):
