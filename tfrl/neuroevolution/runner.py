@@ -7,8 +7,8 @@
     export the elite as a SavedModel policy (tfrl.export format)
 
 Ctrl-C / SIGTERM abandon the generation under way (its evaluation stops
-within one env step); the checkpoint of the last finished generation stays,
-the elite is exported, and `run` returns normally.
+within one graph call of at most 32 env steps); the checkpoint of the last
+finished generation stays, the elite is exported, and `run` returns normally.
 """
 
 import dataclasses
