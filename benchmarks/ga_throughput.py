@@ -143,8 +143,8 @@ def main(argv):
   @tf.function(input_signature=[tf.TensorSpec([None], tf.int32)])
   def random_loop(slots):
     def body(i, obs):
-      actions = tf.random.uniform(tf.shape(slots), 0, env.num_actions, tf.int32)
-      return i + 1, env.step(actions, slots)[0]
+      del obs
+      return i + 1, random_step(slots)[0]
     return tf.while_loop(lambda i, obs: i < loop_steps, body,
                          (tf.constant(0), env.observe(slots)), parallel_iterations=1)[1:]
 

@@ -15,7 +15,8 @@ episodes of different lengths need no padding work. Jobs (network, episode)
 are handed out to free slots from one shared queue.
 
 `stop()` (e.g. from a Ctrl-C handler) makes every group thread leave after its
-current graph call (at most `steps_per_call` steps); `evaluate` then raises `Stopped` and the results are dropped.
+current graph call (at most `steps_per_call` steps); `evaluate` then raises
+`Stopped` and the results are dropped.
 """
 
 import collections

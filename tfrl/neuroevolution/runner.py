@@ -7,8 +7,9 @@
     export the elite as a SavedModel policy (tfrl.export format)
 
 Ctrl-C / SIGTERM abandon the generation under way (its evaluation stops
-within one graph call of at most 32 env steps); the checkpoint of the last
-finished generation stays, the elite is exported, and `run` returns normally.
+within one graph call of the evaluator, at most its `steps_per_call` env
+steps); the checkpoint of the last finished generation stays, the elite is
+exported, and `run` returns normally.
 """
 
 import dataclasses
