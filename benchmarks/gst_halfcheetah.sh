@@ -13,7 +13,9 @@
 # PARALLEL (1: a seed's runs at once under `nice`, one TF thread each;
 # default 0), METHODS (default "dense iterative_pruning gst"; gst_b32 is GST
 # with b=32 circulant blocks), GST_WINDOW (episodes per reward-aware decision,
-# default the preset's 10; 3 suits budgets under ~100k steps), TABLE_ONLY (1:
+# default the preset's 10; 3 suits budgets under ~100k steps), GST_STEP_UP /
+# GST_STEP_DOWN (the reward-aware rule's sparsity steps, default the preset's
+# 0.05 / 0.1, sized for 1M steps; see the README for short budgets), TABLE_ONLY (1:
 # only print the table of finished runs), CHECKPOINT_EVERY (env steps,
 # default STEPS), RESUME (1: carry on from the runs' checkpoints in OUT),
 # NICE (niceness under PARALLEL, default 10).
@@ -36,6 +38,8 @@ common=(--total_steps="$STEPS" --start_steps="$START" --eval_every=0
         --pruning_begin=0 --pruning_end="$END" --pruning_frequency="$FREQ" --jit_compile)
 [[ "${RESUME:-0}" == 1 ]] && common+=(--resume)
 [[ -n "${GST_WINDOW:-}" ]] && common+=(--gst_window="$GST_WINDOW")
+[[ -n "${GST_STEP_UP:-}" ]] && common+=(--gst_step_up="$GST_STEP_UP")
+[[ -n "${GST_STEP_DOWN:-}" ]] && common+=(--gst_step_down="$GST_STEP_DOWN")
 PARALLEL=${PARALLEL:-0}
 read -r -a methods <<< "${METHODS:-dense iterative_pruning gst}"
 declare -A flagfile=([dense]=td3_halfcheetah [iterative_pruning]=td3_halfcheetah_pruning
