@@ -11,6 +11,9 @@ import tensorflow as tf
 
 from tfrl.ops import population
 
+# The raw ops' bias input when the epilogue adds none.
+_NO_BIAS = tf.zeros([0, 0])
+
 
 def _random_case(rng, b, m, k, n, p, active_fraction=0.7):
   x = rng.standard_normal((b, m, k)).astype(np.float32)
@@ -150,12 +153,12 @@ class PopulationMatmulTest(tf.test.TestCase, parameterized.TestCase):
   def test_bad_ranks_rejected_at_runtime(self):
     fn = tf.function(population.load_library().population_matmul)
     with self.assertRaises((tf.errors.InvalidArgumentError, ValueError)):
-      fn(x=tf.ones([2, 3]), w=tf.ones([1, 3, 2]), index=[0, 0],
+      fn(bias=_NO_BIAS, x=tf.ones([2, 3]), w=tf.ones([1, 3, 2]), index=[0, 0],
          active=[True, True])
     # Unknown ranks at trace time: the kernel itself must reject them.
     fn2 = tf.function(
         lambda x, w, i, a: population.load_library().population_matmul(
-            x=x, w=w, index=i, active=a),
+            x=x, w=w, index=i, active=a, bias=_NO_BIAS),
         input_signature=[tf.TensorSpec(None, tf.float32)] * 2 +
         [tf.TensorSpec(None, tf.int32), tf.TensorSpec(None, tf.bool)])
     with self.assertRaises(tf.errors.InvalidArgumentError):
@@ -219,7 +222,7 @@ class PopulationConv2DTest(tf.test.TestCase, parameterized.TestCase):
   def test_bad_inputs_rejected(self, x_shape, w_shape, index, ks, stride):
     fn = tf.function(
         lambda x, w, i, a: population.load_library().population_conv2d(
-            x=x, w=w, index=i, active=a, kernel_size=ks, stride=stride),
+            x=x, w=w, index=i, active=a, bias=_NO_BIAS, kernel_size=ks, stride=stride),
         input_signature=[tf.TensorSpec(None, tf.float32)] * 2 +
         [tf.TensorSpec(None, tf.int32), tf.TensorSpec(None, tf.bool)])
     with self.assertRaises(tf.errors.InvalidArgumentError):
@@ -230,6 +233,95 @@ class PopulationConv2DTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaises((tf.errors.InvalidArgumentError, ValueError)):
       population.population_conv2d_op(tf.ones([1, 4, 4, 1]), tf.ones([1, 1, 1]), [0],
                                        [True], kernel_size=0, stride=1)
+
+
+class EpilogueAndInputScaleTest(tf.test.TestCase, parameterized.TestCase):
+  """The fused bias / ReLU epilogue and the uint8 input with a scale."""
+
+  test_session = None
+
+  @parameterized.named_parameters(
+      ("bias", True, False), ("relu", False, True), ("bias_relu", True, True))
+  def test_matmul_epilogue_matches_reference(self, with_bias, relu):
+    rng = np.random.default_rng(7)
+    for b, m, k, n, p in ((13, 1, 40, 37, 4), (6, 1, 300, 256, 3), (5, 9, 20, 16, 2),
+                          (4, 1, 0, 5, 2)):
+      x, w, index, active = _random_case(rng, b, m, k, n, p)
+      bias = rng.standard_normal((p, n)).astype(np.float32) if with_bias else None
+      got = population.population_matmul_op(x, w, index, active, bias=bias,
+                                            relu=relu).numpy()
+      ref = population.population_matmul_reference(x, w, index, active, bias=bias,
+                                                    relu=relu).numpy()
+      self.assertAllClose(got, ref, rtol=1e-4, atol=1e-4 * np.sqrt(max(k, 1)))
+      want = _numpy_reference(x, w, index, active)
+      if with_bias:
+        want = want + np.where(active[:, None], bias[index % p], 0)[:, None, :]
+      if relu:
+        want = np.maximum(want, 0)
+        self.assertTrue((got >= 0).all())
+      self.assertAllClose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(max(k, 1)))
+      self.assertAllEqual(got[~active], np.zeros_like(got[~active]))
+
+  def test_relu_keeps_nan(self):
+    x = np.array([[[np.nan]], [[-1.0]]], np.float32)
+    got = population.population_matmul_op(x, np.ones([1, 1, 1], np.float32), [0, 0],
+                                          relu=True).numpy()
+    self.assertTrue(np.isnan(got[0, 0, 0]))
+    self.assertEqual(got[1, 0, 0], 0.0)
+
+  @parameterized.named_parameters(("float32", "float32"), ("bfloat16", "bfloat16"))
+  def test_uint8_conv_with_scale_and_epilogue(self, input_dtype):
+    rng = np.random.default_rng(3)
+    b, h, w, c, n, ks, stride, p = 6, 84, 84, 4, 16, 8, 4, 3
+    frames = rng.integers(0, 256, size=(b, h, w, c), dtype=np.uint8)
+    kernels = rng.standard_normal((p, ks * ks * c, n)).astype(np.float32)
+    if input_dtype == "bfloat16":
+      kernels = tf.cast(kernels, tf.bfloat16)
+    bias = rng.standard_normal((p, n)).astype(np.float32)
+    index = rng.integers(0, p, size=b).astype(np.int32)
+    active = np.array([True, False, True, True, False, True])
+    kwargs = dict(kernel_size=ks, stride=stride, input_dtype=input_dtype, bias=bias,
+                  relu=True)
+    got = population.population_conv2d_op(frames, kernels, index, active,
+                                          input_scale=1 / 255, **kwargs).numpy()
+    # The same as the float frames the graph used to make, bit for bit.
+    floats = tf.cast(frames, tf.float32) * (1.0 / 255.0)
+    same = population.population_conv2d_op(floats, kernels, index, active, **kwargs)
+    self.assertAllEqual(got, same.numpy())
+    ref = population.population_conv2d_reference(frames, kernels, index, active,
+                                                 input_scale=1 / 255, **kwargs).numpy()
+    self.assertAllClose(got, ref, rtol=1e-4, atol=1e-3)
+    self.assertAllEqual(got[~active], np.zeros_like(got[~active]))
+    self.assertGreater((got[active] > 0).mean(), 0.2)  # the ReLU did not zero all.
+
+  def test_float_input_scale(self):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 7, 7, 2)).astype(np.float32)
+    w = rng.standard_normal((2, 18, 5)).astype(np.float32)
+    got = population.population_conv2d_op(x, w, [0, 1, 1], None, kernel_size=3, stride=2,
+                                          input_scale=0.5)
+    want = population.population_conv2d_op(x * np.float32(0.5), w, [0, 1, 1], None,
+                                           kernel_size=3, stride=2)
+    self.assertAllEqual(got, want)
+
+  def test_bad_bias_rejected(self):
+    lib = population.load_library()
+    x, w = tf.ones([2, 1, 4]), tf.ones([3, 4, 5])
+    for bias in (tf.ones([3, 4]), tf.ones([2, 5]), tf.ones([15]), tf.zeros([0, 0])):
+      with self.assertRaisesRegex((tf.errors.InvalidArgumentError, ValueError), "bias"):
+        lib.population_matmul(x=x, w=w, index=[0, 1], active=[True, True], bias=bias,
+                              epilogue="bias")
+    # Unknown shapes at trace time: the kernel itself rejects them.
+    fn = tf.function(
+        lambda bias: lib.population_conv2d(x=tf.ones([1, 4, 4, 1]), w=tf.ones([3, 4, 5]),
+                                           index=[0], active=[True], bias=bias,
+                                           kernel_size=2, stride=2, epilogue="bias_relu"),
+        input_signature=[tf.TensorSpec(None, tf.float32)])
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, r"bias must be \[P, N\]"):
+      fn(tf.ones([3, 4]))
+    with self.assertRaises((tf.errors.InvalidArgumentError, ValueError, TypeError)):
+      lib.population_matmul(x=x, w=w, index=[0, 1], active=[True, True], bias=_NO_BIAS,
+                            epilogue="tanh")
 
 
 class BFloat16WeightsTest(tf.test.TestCase, parameterized.TestCase):
@@ -281,14 +373,14 @@ class BFloat16WeightsTest(tf.test.TestCase, parameterized.TestCase):
     lib = population.load_library()
     w16 = tf.ones([2, 4, 3], tf.bfloat16)
     with self.assertRaises(tf.errors.InvalidArgumentError):
-      lib.population_matmul(x=tf.ones([2, 1, 4]), w=w16, index=[0, 2],
+      lib.population_matmul(bias=_NO_BIAS, x=tf.ones([2, 1, 4]), w=w16, index=[0, 2],
                             active=[True, True])
     with self.assertRaises(tf.errors.InvalidArgumentError):
-      lib.population_matmul(x=tf.ones([2, 1, 5]), w=w16, index=[0, 1],
+      lib.population_matmul(bias=_NO_BIAS, x=tf.ones([2, 1, 5]), w=w16, index=[0, 1],
                             active=[True, True])
     with self.assertRaises((TypeError, tf.errors.InvalidArgumentError,
                             tf.errors.NotFoundError)):
-      lib.population_matmul(x=tf.ones([2, 1, 4]), w=tf.ones([2, 4, 3], tf.float16),
+      lib.population_matmul(bias=_NO_BIAS, x=tf.ones([2, 1, 4]), w=tf.ones([2, 4, 3], tf.float16),
                             index=[0, 1], active=[True, True])
 
 
@@ -443,12 +535,12 @@ class BFloat16InputConvTest(tf.test.TestCase, parameterized.TestCase):
                                              kernel_size=3, stride=1, input_dtype="bfloat16")
     lib = population.load_library()
     with self.assertRaises((TypeError, ValueError, tf.errors.InvalidArgumentError)):
-      lib.population_conv2d(x=x, w=w16, index=[0, 1], active=[True, True], kernel_size=3,
-                            stride=1, input_dtype="float16")
+      lib.population_conv2d(x=x, w=w16, index=[0, 1], active=[True, True], bias=_NO_BIAS,
+                            kernel_size=3, stride=1, input_dtype="float16")
     # The op itself, float32 kernels with a bfloat16 input: rejected by the kernel.
     with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "bfloat16 kernels"):
       lib.population_conv2d(x=x, w=tf.ones([2, 27, 4]), index=[0, 1], active=[True, True],
-                            kernel_size=3, stride=1, input_dtype="bfloat16")
+                            bias=_NO_BIAS, kernel_size=3, stride=1, input_dtype="bfloat16")
 
   @parameterized.named_parameters(
       ("k_mismatch", (2, 9, 9, 3), (2, 26, 4), [0, 1], 3, 1),
@@ -461,7 +553,7 @@ class BFloat16InputConvTest(tf.test.TestCase, parameterized.TestCase):
   def test_bad_inputs_rejected(self, x_shape, w_shape, index, ks, stride):
     fn = tf.function(
         lambda x, w, i, a: population.load_library().population_conv2d(
-            x=x, w=w, index=i, active=a, kernel_size=ks, stride=stride,
+            x=x, w=w, index=i, active=a, bias=_NO_BIAS, kernel_size=ks, stride=stride,
             input_dtype="bfloat16"),
         input_signature=[tf.TensorSpec(None, tf.float32), tf.TensorSpec(None, tf.bfloat16),
                          tf.TensorSpec(None, tf.int32), tf.TensorSpec(None, tf.bool)])

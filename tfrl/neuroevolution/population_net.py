@@ -10,8 +10,10 @@ no patch buffer is written (with `conv_input_dtype="bfloat16"` the
 convolution inputs are rounded to bfloat16 and multiplied in AMX tiles where
 the CPU has them). On the pure-TF reference path (`use_op=False`,
 or when the op library is not built) the im2col is explicit
-(`tf.image.extract_patches`) followed by tf.gather + tf.matmul. Biases are
-added by gather.
+(`tf.image.extract_patches`) followed by tf.gather + tf.matmul. Each layer's
+bias and ReLU are the op's epilogue (on the reference path, a gather, add and
+relu), and uint8 frames enter the first convolution as they are, scaled by
+1/255 inside the op.
 
 Architectures (`NetworkConfig.arch`):
   * `mlp`: dense layers `hidden` (ReLU) then the policy layer.
@@ -289,28 +291,35 @@ class PopulationNetwork(tf.Module):
       bv.assign(bias)
     self.loaded = n
 
-  def _matmul(self, x, w, index, active):
-    return pop_ops.population_matmul(x, w, index, active, use_op=self.use_op)
-
   def __call__(self, obs, index, active):
-    """Logits [B, A] of each row's network; rows with active=False are garbage."""
+    """Logits [B, A] of each row's network; rows with active=False are zero.
+
+    Each layer is one op: the bias and ReLU are its epilogue, and uint8
+    frames go into the first convolution as they are, scaled by 1/255
+    inside it (the same values as `preprocess`).
+    """
     index = tf.convert_to_tensor(index, tf.int32)
     active = tf.convert_to_tensor(active, tf.bool)
-    h = preprocess(obs)
+    obs = tf.convert_to_tensor(obs)
+    first_is_conv = self.layout.layers[0].conv is not None
+    if obs.dtype == tf.uint8 and first_is_conv:
+      h, scale = obs, 1.0 / 255.0
+    else:
+      h, scale = preprocess(obs), 1.0
     batch = tf.shape(h)[0]
     for layer, kernel, bias in zip(self.layout.layers, self.kernels, self.biases):
-      b = tf.gather(bias.value(), index)  # a dense read: see `load`.
+      # bias.value(): a dense read of the variable, see `load`.
       if layer.conv is not None:
         ks, stride = layer.conv
-        y = pop_ops.population_conv2d(h, kernel, index, active, kernel_size=ks,
+        h = pop_ops.population_conv2d(h, kernel, index, active, kernel_size=ks,
                                       stride=stride, input_dtype=self.conv_input_dtype,
-                                      use_op=self.use_op)
-        h = y + b[:, None, None, :]
+                                      input_scale=scale, bias=bias.value(),
+                                      relu=layer.relu, use_op=self.use_op)
+        scale = 1.0
       else:
-        y = self._matmul(tf.reshape(h, [batch, 1, layer.k]), kernel, index, active)
-        h = y[:, 0, :] + b
-      if layer.relu:
-        h = tf.nn.relu(h)
+        h = pop_ops.population_matmul(tf.reshape(h, [batch, 1, layer.k]), kernel, index,
+                                      active, bias=bias.value(), relu=layer.relu,
+                                      use_op=self.use_op)[:, 0, :]
     return h
 
   def act(self, obs, index, active):

@@ -20,6 +20,12 @@ CPUs with AMX-BF16 the op runs this in AMX tiles (the environment variable
 TFRL_POPULATION_NO_AMX forces its portable path); the reference casts the
 input to bfloat16 and back.
 
+Both take an optional epilogue, applied to the active rows right after their
+matmul while they are in cache: `bias` ([P, N], each row's network's bias is
+added) and `relu`; the convolution also takes uint8 images with an
+`input_scale` (1/255 gives the usual [0, 1] frames without a float copy of
+the batch in the graph). Inactive rows stay zero.
+
 There is no gradient: neuroevolution does not differentiate its networks.
 """
 
@@ -62,7 +68,22 @@ def _prepare(x, w, index, active):
   return x, w, index, active
 
 
-def population_matmul_op(x, w, index, active=None) -> tf.Tensor:
+def _epilogue(bias, relu: bool):
+  """(epilogue attr, bias tensor) for the op; an empty bias when none."""
+  if bias is None:
+    return ("relu" if relu else "none"), tf.zeros([0, 0])
+  return ("bias_relu" if relu else "bias"), tf.convert_to_tensor(bias, tf.float32)
+
+
+def _epilogue_reference(y, bias, nets, relu: bool):
+  """The epilogue on the active rows' results y [R, M, N] of networks `nets`."""
+  if bias is not None:
+    y = y + tf.gather(tf.convert_to_tensor(bias, tf.float32), nets)[:, None, :]
+  return tf.nn.relu(y) if relu else y
+
+
+def population_matmul_op(x, w, index, active=None, *, bias=None,
+                         relu: bool = False) -> tf.Tensor:
   """The compiled op (raises ImportError if the library is not built).
 
   Args:
@@ -71,15 +92,20 @@ def population_matmul_op(x, w, index, active=None) -> tf.Tensor:
       (bfloat16 is widened exactly; the arithmetic is float32).
     index: [B] int32, the network of each row, in [0, P) for active rows.
     active: [B] bool, the rows to compute; None means all.
+    bias: [P, N] float32 or None: adds bias[index[b]] to active row b.
+    relu: max(y, 0) on active rows (after the bias).
 
   Returns:
     [B, M, N] float32; inactive rows are zero.
   """
   x, w, index, active = _prepare(x, w, index, active)
-  return load_library().population_matmul(x=x, w=w, index=index, active=active)
+  epilogue, bias = _epilogue(bias, relu)
+  return load_library().population_matmul(x=x, w=w, index=index, active=active,
+                                          bias=bias, epilogue=epilogue)
 
 
-def population_matmul_reference(x, w, index, active=None) -> tf.Tensor:
+def population_matmul_reference(x, w, index, active=None, *, bias=None,
+                                relu: bool = False) -> tf.Tensor:
   """The same computation with tf.gather + tf.matmul on the active rows only."""
   x, w, index, active = _prepare(x, w, index, active)
   tf.debugging.assert_rank(x, 3, message="x must be [B, M, K]")
@@ -89,6 +115,7 @@ def population_matmul_reference(x, w, index, active=None) -> tf.Tensor:
   tf.debugging.assert_less(nets, tf.shape(w)[0], message="index out of range [0, P)")
   tf.debugging.assert_non_negative(nets, message="index out of range [0, P)")
   y = tf.matmul(tf.gather(x, rows), tf.cast(tf.gather(w, nets), tf.float32))
+  y = _epilogue_reference(y, bias, nets, relu)
   shape = tf.stack([tf.shape(x)[0], tf.shape(x)[1], tf.shape(w)[2]])
   return tf.scatter_nd(rows[:, None], y, shape)
 
@@ -100,7 +127,7 @@ def population_matmul_dense_reference(x, w, index, active=None) -> tf.Tensor:
   return tf.where(active[:, None, None], y, tf.zeros_like(y))
 
 
-def population_matmul(x, w, index, active=None,
+def population_matmul(x, w, index, active=None, *, bias=None, relu: bool = False,
                       use_op: Optional[bool] = None) -> tf.Tensor:
   """Masked heterogeneous batched matmul (compiled op, or the reference).
 
@@ -109,14 +136,14 @@ def population_matmul(x, w, index, active=None,
     w: [P, K, N] float32 or bfloat16 (widened exactly, float32 arithmetic).
     index: [B] int32 network of each row.
     active: [B] bool rows to compute (None: all); inactive rows give zeros.
+    bias, relu: the epilogue on active rows (see `population_matmul_op`).
     use_op: True forces the compiled op (ImportError if missing), False the
       pure-TF reference; None uses the op when it is built.
   """
   if use_op is None:
     use_op = have_op()
-  if use_op:
-    return population_matmul_op(x, w, index, active)
-  return population_matmul_reference(x, w, index, active)
+  fn = population_matmul_op if use_op else population_matmul_reference
+  return fn(x, w, index, active, bias=bias, relu=relu)
 
 
 def _check_input_dtype(input_dtype: str, w: tf.Tensor) -> None:
@@ -127,12 +154,19 @@ def _check_input_dtype(input_dtype: str, w: tf.Tensor) -> None:
                      f"dtype {w.dtype.name}.")
 
 
+def _conv_input(x):
+  x = tf.convert_to_tensor(x)
+  return x if x.dtype == tf.uint8 else tf.cast(x, tf.float32)
+
+
 def population_conv2d_op(x, w, index, active=None, *, kernel_size: int,
-                         stride: int, input_dtype: str = "float32") -> tf.Tensor:
+                         stride: int, input_dtype: str = "float32",
+                         input_scale: float = 1.0, bias=None,
+                         relu: bool = False) -> tf.Tensor:
   """The compiled convolution (raises ImportError if the library is not built).
 
   Args:
-    x: [B, H, W, C] float32.
+    x: [B, H, W, C] float32 or uint8.
     w: [P, kernel_size * kernel_size * C, N] float32 or bfloat16 (rows ordered
       (kh, kw, C), i.e. a conv2d kernel [kh, kw, C, N] reshaped).
     index: [B] int32 network of each row.
@@ -142,16 +176,20 @@ def population_conv2d_op(x, w, index, active=None, *, kernel_size: int,
       to bfloat16 (nearest, ties to even) and the products of the rounded
       input and kernel accumulate in float32 (AMX tiles where the CPU has
       them).
+    input_scale: the input is float(x) * input_scale (before any rounding).
+    bias, relu: the epilogue on active rows (see `population_matmul_op`).
 
   Returns:
     [B, OH, OW, N] float32; inactive rows are zero.
   """
-  x = tf.convert_to_tensor(x, tf.float32)
+  x = _conv_input(x)
   _, w, index, active = _prepare(tf.zeros([0, 0, 0]), w, index, active)
   _check_input_dtype(input_dtype, w)
+  epilogue, bias = _epilogue(bias, relu)
   return load_library().population_conv2d(x=x, w=w, index=index, active=active,
-                                          kernel_size=kernel_size, stride=stride,
-                                          input_dtype=input_dtype)
+                                          bias=bias, kernel_size=kernel_size, stride=stride,
+                                          input_dtype=input_dtype,
+                                          input_scale=float(input_scale), epilogue=epilogue)
 
 
 def im2col(x, kernel_size: int, stride: int) -> tf.Tensor:
@@ -169,26 +207,32 @@ def round_to_bfloat16(x) -> tf.Tensor:
 
 
 def population_conv2d_reference(x, w, index, active=None, *, kernel_size: int,
-                                stride: int, input_dtype: str = "float32") -> tf.Tensor:
+                                stride: int, input_dtype: str = "float32",
+                                input_scale: float = 1.0, bias=None,
+                                relu: bool = False) -> tf.Tensor:
   """im2col with tf.image.extract_patches, then the matmul reference.
 
-  With input_dtype `bfloat16` x is cast to bfloat16 and back first.
+  x is cast to float32 and scaled by input_scale (if not 1) first; with
+  input_dtype `bfloat16` then cast to bfloat16 and back.
   """
-  x = tf.convert_to_tensor(x, tf.float32)
+  x = tf.cast(tf.convert_to_tensor(x), tf.float32)
+  if input_scale != 1.0:
+    x = x * input_scale
   _check_input_dtype(input_dtype, tf.convert_to_tensor(w))
   if input_dtype == "bfloat16":
     x = round_to_bfloat16(x)
   patches, shape = im2col(x, kernel_size, stride)
-  y = population_matmul_reference(patches, w, index, active)
+  y = population_matmul_reference(patches, w, index, active, bias=bias, relu=relu)
   return tf.reshape(y, [shape[0], shape[1], shape[2], tf.shape(y)[2]])
 
 
 def population_conv2d(x, w, index, active=None, *, kernel_size: int, stride: int,
-                      input_dtype: str = "float32",
+                      input_dtype: str = "float32", input_scale: float = 1.0,
+                      bias=None, relu: bool = False,
                       use_op: Optional[bool] = None) -> tf.Tensor:
   """Masked heterogeneous VALID convolution (compiled op, or the reference)."""
   if use_op is None:
     use_op = have_op()
   fn = population_conv2d_op if use_op else population_conv2d_reference
   return fn(x, w, index, active, kernel_size=kernel_size, stride=stride,
-            input_dtype=input_dtype)
+            input_dtype=input_dtype, input_scale=input_scale, bias=bias, relu=relu)

@@ -398,14 +398,61 @@ Status BucketRows(const Tensor& index, const Tensor& active, int64_t pop, Bucket
   return OkStatus();
 }
 
+// What follows a row's matmul (the ops' `epilogue` attr): y += bias[p], then
+// y = max(y, 0), on rows still in cache, instead of two more ops (and two
+// more passes over the batch) in the graph.
+struct Epilogue {
+  const float* bias = nullptr;  // [P, N], or null: no bias
+  bool relu = false;
+  bool Any() const { return bias != nullptr || relu; }
+};
+
+Status ParseEpilogue(OpKernelConstruction* ctx, bool* add_bias, bool* relu) {
+  std::string epilogue;
+  TF_RETURN_IF_ERROR(ctx->GetAttr("epilogue", &epilogue));
+  if (epilogue != "none" && epilogue != "bias" && epilogue != "relu" && epilogue != "bias_relu")
+    return errors::InvalidArgument("epilogue must be 'none', 'bias', 'relu' or 'bias_relu', got '",
+                                   epilogue, "'");
+  *add_bias = epilogue == "bias" || epilogue == "bias_relu";
+  *relu = epilogue == "relu" || epilogue == "bias_relu";
+  return OkStatus();
+}
+
+// The epilogue of the op's inputs: bias (input 4) must be [P, N] if added.
+Status MakeEpilogue(OpKernelContext* ctx, bool add_bias, bool relu, int64_t pop, int64_t n,
+                    Epilogue* out) {
+  out->relu = relu;
+  if (!add_bias) return OkStatus();
+  const Tensor& bias = ctx->input(4);
+  if (bias.dims() != 2 || bias.dim_size(0) != pop || bias.dim_size(1) != n)
+    return errors::InvalidArgument("bias must be [P, N] = [", pop, ", ", n,
+                                   "] (one row per network of w) for this epilogue, got shape ",
+                                   bias.shape().DebugString());
+  out->bias = bias.flat<float>().data();
+  return OkStatus();
+}
+
+// Applies `ep` to `rows` rows of N floats of network p.
+void ApplyEpilogue(const Epilogue& ep, int64_t p, int64_t n, float* const* c, int64_t rows) {
+  const float* bias = ep.bias != nullptr ? ep.bias + p * n : nullptr;
+  for (int64_t r = 0; r < rows; ++r) {
+    float* y = c[r];
+    if (bias != nullptr)
+      for (int64_t j = 0; j < n; ++j) y[j] += bias[j];
+    if (ep.relu)  // NaN < 0 is false: NaN stays NaN, as tf.nn.relu.
+      for (int64_t j = 0; j < n; ++j) y[j] = y[j] < 0.f ? 0.f : y[j];
+  }
+}
+
 // Validates the active rows' network indices, buckets them by network and
 // runs one grouped GEMM per network on the intra-op threads. `row(b, i)` is
 // the start of A row i (of m) of batch row b; C rows are y + (b * m + i) * n.
-// Inactive rows of y are zeroed.
+// Each unit's rows get the epilogue right after their GEMM. Inactive rows of
+// y are zeroed.
 template <typename TW, typename RowFn>
 void RunGrouped(OpKernelContext* ctx, GemmFn<TW> gemm, const Tensor& index,
                 const Tensor& active, int64_t pop, int64_t m, GemmArgs<TW> geo,
-                const TW* w, float* y, RowFn row) {
+                const TW* w, float* y, RowFn row, const Epilogue& epilogue = Epilogue()) {
   const int64_t batch = index.dim_size(0);
   const int64_t n = geo.n, k = geo.k;
   const auto act = active.flat<bool>();
@@ -414,7 +461,18 @@ void RunGrouped(OpKernelContext* ctx, GemmFn<TW> gemm, const Tensor& index,
   for (int64_t b = 0; b < batch; ++b) {
     if (y != nullptr && (!act(b) || k == 0)) std::memset(y + b * m * n, 0, sizeof(float) * m * n);
   }
-  if (m == 0 || n == 0 || k == 0) return;
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // y = 0 @ w: only the epilogue is left.
+    if (!epilogue.Any()) return;
+    for (int64_t b = 0; b < batch; ++b) {
+      if (!act(b)) continue;
+      for (int64_t i = 0; i < m; ++i) {
+        float* c = y + (b * m + i) * n;
+        ApplyEpilogue(epilogue, index.flat<int32>()(b), n, &c, 1);
+      }
+    }
+    return;
+  }
   const std::vector<int64_t>& count = buckets.start;
   const std::vector<int64_t>& order = buckets.order;
   const int64_t num_active = count[pop];
@@ -455,6 +513,7 @@ void RunGrouped(OpKernelContext* ctx, GemmFn<TW> gemm, const Tensor& index,
       g.rows = un.end - un.begin;
       g.b = w + un.p * k * n;
       gemm(g);
+      if (epilogue.Any()) ApplyEpilogue(epilogue, un.p, n, g.c, g.rows);
     }
   };
   ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
@@ -502,7 +561,9 @@ class PopulationMatmulOp : public OpKernel {
 
  public:
   explicit PopulationMatmulOp(OpKernelConstruction* ctx)
-      : OpKernel(ctx), gemm_(PickGemm<TW>()) {}
+      : OpKernel(ctx), gemm_(PickGemm<TW>()) {
+    OP_REQUIRES_OK(ctx, ParseEpilogue(ctx, &add_bias_, &relu_));
+  }
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor& x = ctx->input(0);
@@ -523,6 +584,8 @@ class PopulationMatmulOp : public OpKernel {
                     "w.shape[1] must equal x.shape[2] (K): got w shape ",
                     w.shape().DebugString(), ", expected [P, ", k,
                     ", N] for x shape ", x.shape().DebugString()));
+    Epilogue epilogue;
+    OP_REQUIRES_OK(ctx, MakeEpilogue(ctx, add_bias_, relu_, pop, n, &epilogue));
     Tensor* y = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({batch, m, n}), &y));
     if (y->NumElements() == 0) {
@@ -536,11 +599,14 @@ class PopulationMatmulOp : public OpKernel {
     GemmArgs<TW> geo{nullptr, nullptr, 0, nullptr, k, n, k, 1, 0};
     RunGrouped(ctx, gemm_, index, active, pop, m, geo, WeightData<T>(w),
                y->flat<float>().data(),
-               [xp, m, k](int64_t b, int64_t i) { return xp + (b * m + i) * k; });
+               [xp, m, k](int64_t b, int64_t i) { return xp + (b * m + i) * k; },
+               epilogue);
   }
 
  private:
   const GemmFn<TW> gemm_;
+  bool add_bias_ = false;
+  bool relu_ = false;
 };
 
 // Rounds a float32 to the nearest bfloat16 (ties to even), as tf.cast does,
@@ -565,7 +631,7 @@ constexpr int64_t kAmxPositions = 64;
 // its items in tiles. Inactive rows of y are zeroed.
 void RunAmxConv(OpKernelContext* ctx, const tfrl_population::ConvGeometry& g,
                 const Tensor& index, const Tensor& active, int64_t pop, const uint16_t* w,
-                const float* x, float* y) {
+                const float* x, float* y, const Epilogue& epilogue) {
   const int64_t batch = index.dim_size(0);
   const auto act = active.flat<bool>();
   Buckets buckets;
@@ -605,9 +671,15 @@ void RunAmxConv(OpKernelContext* ctx, const tfrl_population::ConvGeometry& g,
         const int64_t r = item / items_per_image;
         const int64_t stop = std::min(un.end, (r + 1) * items_per_image);
         const int64_t b = order[r];
-        conv.Compute(x + b * image_size, y + b * out_size,
-                     (item - r * items_per_image) * kAmxPositions,
-                     std::min(g.m, (stop - r * items_per_image) * kAmxPositions));
+        const int64_t from = (item - r * items_per_image) * kAmxPositions;
+        const int64_t to = std::min(g.m, (stop - r * items_per_image) * kAmxPositions);
+        conv.Compute(x + b * image_size, y + b * out_size, from, to);
+        if (epilogue.Any()) {
+          for (int64_t pos = from; pos < to; ++pos) {
+            float* row = y + b * out_size + pos * g.n;
+            ApplyEpilogue(epilogue, un.p, g.n, &row, 1);
+          }
+        }
         item = stop;
       }
     }
@@ -616,13 +688,34 @@ void RunAmxConv(OpKernelContext* ctx, const tfrl_population::ConvGeometry& g,
       static_cast<int64_t>(units.size()), cost, work);
 }
 
-template <typename T>
+// x (float32 or uint8) as float32 times `scale`, rounded to bfloat16 (held
+// as float32) if `round`: the active rows into `out`, inactive ones skipped.
+template <typename TX>
+void ConvertInput(OpKernelContext* ctx, const TX* x, const Tensor& active, int64_t image,
+                  float scale, bool round, float* out) {
+  const auto act = active.flat<bool>();
+  ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
+      active.dim_size(0), image * 4, [&](int64_t first, int64_t last) {
+        for (int64_t b = first; b < last; ++b) {
+          if (!act(b)) continue;
+          const TX* src = x + b * image;
+          float* dst = out + b * image;
+          for (int64_t i = 0; i < image; ++i) dst[i] = static_cast<float>(src[i]) * scale;
+          if (round)
+            for (int64_t i = 0; i < image; ++i) dst[i] = RoundToBfloat16(dst[i]);
+        }
+      });
+}
+
+template <typename T, typename TX>
 class PopulationConv2DOp : public OpKernel {
   typedef typename Storage<T>::type TW;
 
  public:
   explicit PopulationConv2DOp(OpKernelConstruction* ctx)
       : OpKernel(ctx), gemm_(PickGemm<TW>()) {
+    OP_REQUIRES_OK(ctx, ParseEpilogue(ctx, &add_bias_, &relu_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("input_scale", &input_scale_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("kernel_size", &kernel_size_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("stride", &stride_));
     OP_REQUIRES(ctx, kernel_size_ >= 1 && stride_ >= 1,
@@ -666,6 +759,8 @@ class PopulationConv2DOp : public OpKernel {
                     "w.shape[1] must be kernel_size^2 * C = ", k, ": got w shape ",
                     w.shape().DebugString(), " for x shape ", x.shape().DebugString(),
                     " and kernel_size ", ks));
+    Epilogue epilogue;
+    OP_REQUIRES_OK(ctx, MakeEpilogue(ctx, add_bias_, relu_, pop, n, &epilogue));
     const int64_t oh = (h - ks) / st + 1, ow = (wd - ks) / st + 1;
     Tensor* y = nullptr;
     OP_REQUIRES_OK(ctx,
@@ -676,31 +771,25 @@ class PopulationConv2DOp : public OpKernel {
       OP_REQUIRES_OK(ctx, BucketRows(index, active, pop, &unused));
       return;
     }
-    const float* xp = x.flat<float>().data();
+    const TX* xin = x.flat<TX>().data();
+    const float* xp = reinterpret_cast<const float*>(xin);  // used only if TX = float
+    // The GEMM reads float32 patches in place: a uint8 or scaled input is
+    // converted first, and on the portable path a bfloat16 input is rounded
+    // (the AMX path rounds while packing).
+    const bool round = round_input_ && !use_amx_;
+    Tensor converted;
+    if (!std::is_same<TX, float>::value || input_scale_ != 1.0f || round) {
+      OP_REQUIRES_OK(ctx, ctx->allocate_temp(DT_FLOAT, x.shape(), &converted));
+      float* cp = converted.flat<float>().data();
+      ConvertInput(ctx, xin, active, h * wd * c, input_scale_, round, cp);
+      xp = cp;
+    }
     if (use_amx_ && k > 0) {
       const tfrl_population::ConvGeometry g{h, wd, c, ks, st, ow, oh * ow, k, n};
       RunAmxConv(ctx, g, index, active, pop,
                  reinterpret_cast<const uint16_t*>(WeightData<T>(w)), xp,
-                 y->flat<float>().data());
+                 y->flat<float>().data(), epilogue);
       return;
-    }
-    Tensor rounded;
-    if (round_input_) {
-      // The portable path: the active rows' images rounded to bfloat16 (held
-      // as float32), then the float32 GEMM.
-      OP_REQUIRES_OK(ctx, ctx->allocate_temp(DT_FLOAT, x.shape(), &rounded));
-      float* rp = rounded.flat<float>().data();
-      const int64_t image = h * wd * c;
-      const auto act = active.flat<bool>();
-      ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
-          batch, image * 4, [&](int64_t first, int64_t last) {
-            for (int64_t b = first; b < last; ++b) {
-              if (!act(b)) continue;
-              for (int64_t i = b * image; i < (b + 1) * image; ++i)
-                rp[i] = RoundToBfloat16(xp[i]);
-            }
-          });
-      xp = rp;
     }
     GemmArgs<TW> geo{nullptr, nullptr, 0, nullptr, k, n, ks * c, ks, wd * c};
     RunGrouped(ctx, gemm_, index, active, pop, oh * ow, geo,
@@ -708,24 +797,35 @@ class PopulationConv2DOp : public OpKernel {
                [=](int64_t b, int64_t i) {
                  const int64_t oi = i / ow, oj = i % ow;
                  return xp + ((b * h + oi * st) * wd + oj * st) * c;
-               });
+               },
+               epilogue);
   }
 
  private:
   const GemmFn<TW> gemm_;
   int kernel_size_ = 1;
   int stride_ = 1;
+  float input_scale_ = 1.0f;
   bool round_input_ = false;
   bool use_amx_ = false;
+  bool add_bias_ = false;
+  bool relu_ = false;
 };
 
-#define TFRL_REGISTER(T)                                              \
-  REGISTER_KERNEL_BUILDER(                                            \
-      Name("PopulationMatmul").Device(DEVICE_CPU).TypeConstraint<T>("T"), \
-      PopulationMatmulOp<T>);                                         \
-  REGISTER_KERNEL_BUILDER(                                            \
-      Name("PopulationConv2D").Device(DEVICE_CPU).TypeConstraint<T>("T"), \
-      PopulationConv2DOp<T>);
+#define TFRL_REGISTER(T)                                                  \
+  REGISTER_KERNEL_BUILDER(                                                \
+      Name("PopulationMatmul").Device(DEVICE_CPU).TypeConstraint<T>("T"),   \
+      PopulationMatmulOp<T>);                                             \
+  REGISTER_KERNEL_BUILDER(Name("PopulationConv2D")                        \
+                              .Device(DEVICE_CPU)                         \
+                              .TypeConstraint<T>("T")                     \
+                              .TypeConstraint<float>("TX"),               \
+                          PopulationConv2DOp<T, float>);                  \
+  REGISTER_KERNEL_BUILDER(Name("PopulationConv2D")                        \
+                              .Device(DEVICE_CPU)                         \
+                              .TypeConstraint<T>("T")                     \
+                              .TypeConstraint<uint8>("TX"),               \
+                          PopulationConv2DOp<T, uint8>);
 TFRL_REGISTER(float)
 TFRL_REGISTER(bfloat16)
 #undef TFRL_REGISTER

@@ -1,6 +1,8 @@
 // Registers PopulationMatmul and PopulationConv2D: the masked heterogeneous batching op of tfrl's
 // neuroevolution (Uber AI's accelerated deep neuroevolution, Such et al. 2018).
 
+#include <string>
+
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -11,19 +13,38 @@ using shape_inference::DimensionHandle;
 using shape_inference::InferenceContext;
 using shape_inference::ShapeHandle;
 
+// The epilogue attr of both ops: what is applied to each active output row
+// after its matmul, while the row is still in cache.
+#define TFRL_EPILOGUE_ATTR "epilogue: {'none', 'bias', 'relu', 'bias_relu'} = 'none'"
+
+// bias must be [P, N] when the epilogue adds it (checked again by the kernel).
+static Status CheckBiasShape(InferenceContext* c, ShapeHandle w) {
+  std::string epilogue;
+  TF_RETURN_IF_ERROR(c->GetAttr("epilogue", &epilogue));
+  if (epilogue != "bias" && epilogue != "bias_relu") return OkStatus();
+  ShapeHandle bias;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(4), 2, &bias));
+  DimensionHandle unused;
+  TF_RETURN_IF_ERROR(c->Merge(c->Dim(bias, 0), c->Dim(w, 0), &unused));
+  return c->Merge(c->Dim(bias, 1), c->Dim(w, 2), &unused);
+}
+
 REGISTER_OP("PopulationMatmul")
     .Input("x: float")
     .Input("w: T")
     .Input("index: int32")
     .Input("active: bool")
+    .Input("bias: float")
     .Output("y: float")
     .Attr("T: {float, bfloat16} = DT_FLOAT")
+    .Attr(TFRL_EPILOGUE_ATTR)
     .SetShapeFn([](InferenceContext* c) {
       ShapeHandle x, w, index, active;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 3, &x));
       TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 3, &w));
       TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 1, &index));
       TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 1, &active));
+      TF_RETURN_IF_ERROR(CheckBiasShape(c, w));
       DimensionHandle batch = c->Dim(x, 0);
       TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(index, 0), &batch));
       TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(active, 0), &batch));
@@ -53,25 +74,35 @@ w: [P, K, N] float32 or bfloat16 weights of a population of P networks;
   float32 (half the bytes to read per step).
 index: [B] int32, the network of each row; must lie in [0, P) where active.
 active: [B] bool, the rows to compute (e.g. episodes still running).
+bias: [P, N] float32 biases when the epilogue adds them; ignored (pass an
+  empty tensor) otherwise.
+epilogue: applied to every active row after its matmul: 'bias' adds
+  bias[index[b]], 'relu' takes max(y, 0) (NaN stays NaN), 'bias_relu' both,
+  in that order; inactive rows stay zero.
 y: [B, M, N] float32.
 )doc");
 
 REGISTER_OP("PopulationConv2D")
-    .Input("x: float")
+    .Input("x: TX")
     .Input("w: T")
     .Input("index: int32")
     .Input("active: bool")
+    .Input("bias: float")
     .Output("y: float")
     .Attr("T: {float, bfloat16} = DT_FLOAT")
+    .Attr("TX: {float, uint8} = DT_FLOAT")
     .Attr("kernel_size: int >= 1")
     .Attr("stride: int >= 1")
     .Attr("input_dtype: {'float32', 'bfloat16'} = 'float32'")
+    .Attr("input_scale: float = 1.0")
+    .Attr(TFRL_EPILOGUE_ATTR)
     .SetShapeFn([](InferenceContext* c) {
       ShapeHandle x, w, index, active;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &x));
       TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 3, &w));
       TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 1, &index));
       TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 1, &active));
+      TF_RETURN_IF_ERROR(CheckBiasShape(c, w));
       int64_t ks, stride;
       TF_RETURN_IF_ERROR(c->GetAttr("kernel_size", &ks));
       TF_RETURN_IF_ERROR(c->GetAttr("stride", &stride));
@@ -118,13 +149,21 @@ rounded input goes through the float32 GEMM.
 
 The op has no gradient: neuroevolution is gradient-free.
 
-x: [B, H, W, C] float32.
+Input values are float(x) * input_scale (a uint8 frame and 1/255 give the
+[0, 1] floats of the usual preprocessing, without a float copy of the batch
+in the graph); the epilogue is that of PopulationMatmul.
+
+x: [B, H, W, C] float32 or uint8.
 w: [P, kernel_size * kernel_size * C, N] float32 or bfloat16 (widened
   exactly, float32 arithmetic).
 input_dtype: 'float32', or 'bfloat16' to round x to bfloat16 first (needs
   T = bfloat16).
 index: [B] int32 network of each row, in [0, P) where active.
 active: [B] bool rows to compute.
+bias: [P, N] float32 when the epilogue adds a bias, else ignored.
+input_scale: every input value is multiplied by it (before any bfloat16
+  rounding).
+epilogue: 'none', 'bias', 'relu' or 'bias_relu', as in PopulationMatmul.
 y: [B, (H - kernel_size) / stride + 1, (W - kernel_size) / stride + 1, N].
 )doc");
 
