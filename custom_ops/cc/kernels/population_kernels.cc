@@ -700,9 +700,12 @@ void ConvertInput(OpKernelContext* ctx, const TX* x, const Tensor& active, int64
           if (!act(b)) continue;
           const TX* src = x + b * image;
           float* dst = out + b * image;
-          for (int64_t i = 0; i < image; ++i) dst[i] = static_cast<float>(src[i]) * scale;
-          if (round)
-            for (int64_t i = 0; i < image; ++i) dst[i] = RoundToBfloat16(dst[i]);
+          if (round) {
+            for (int64_t i = 0; i < image; ++i)
+              dst[i] = RoundToBfloat16(static_cast<float>(src[i]) * scale);
+          } else {
+            for (int64_t i = 0; i < image; ++i) dst[i] = static_cast<float>(src[i]) * scale;
+          }
         }
       });
 }
