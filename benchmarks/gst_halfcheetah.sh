@@ -43,7 +43,8 @@ common=(--total_steps="$STEPS" --start_steps="$START" --eval_every=0
 PARALLEL=${PARALLEL:-0}
 read -r -a methods <<< "${METHODS:-dense iterative_pruning gst}"
 declare -A flagfile=([dense]=td3_halfcheetah [iterative_pruning]=td3_halfcheetah_pruning
-                     [gst]=td3_halfcheetah_gst [gst_b32]=td3_halfcheetah_gst_b32)
+                     [gst]=td3_halfcheetah_gst [gst_b32]=td3_halfcheetah_gst_b32
+                     [gst_b64]=td3_halfcheetah_gst_b64)
 run() {  # run METHOD SEED
   local name=$1 seed=$2 dir="$OUT/seed$2"
   mkdir -p "$dir"
