@@ -11,8 +11,9 @@
 # 10000), OUT (default /tmp/tfrl_gst_halfcheetah), SEEDS (default "0"; one
 # after the other, each in OUT/seed<S>), PYTHON,
 # PARALLEL (1: a seed's runs at once under `nice`, one TF thread each;
-# default 0), METHODS (default "dense iterative_pruning gst"; gst_b32 is GST
-# with b=32 circulant blocks), GST_WINDOW (episodes per reward-aware decision,
+# default 0), METHODS (default "dense iterative_pruning gst"; gst_b32 / gst_b64
+# are GST with b=32 / 64 circulant blocks, gst_b64_circulant_inputs makes
+# the input layers circulant too, gst_b64_dst_inputs sparse by DST), GST_WINDOW (episodes per reward-aware decision,
 # default the preset's 10; 3 suits budgets under ~100k steps), GST_STEP_UP /
 # GST_STEP_DOWN (the reward-aware rule's sparsity steps, default the preset's
 # 0.05 / 0.1, sized for 1M steps; see the README for short budgets), TABLE_ONLY (1:
@@ -44,7 +45,9 @@ PARALLEL=${PARALLEL:-0}
 read -r -a methods <<< "${METHODS:-dense iterative_pruning gst}"
 declare -A flagfile=([dense]=td3_halfcheetah [iterative_pruning]=td3_halfcheetah_pruning
                      [gst]=td3_halfcheetah_gst [gst_b32]=td3_halfcheetah_gst_b32
-                     [gst_b64]=td3_halfcheetah_gst_b64)
+                     [gst_b64]=td3_halfcheetah_gst_b64
+                     [gst_b64_circulant_inputs]=td3_halfcheetah_gst_b64_circulant_inputs
+                     [gst_b64_dst_inputs]=td3_halfcheetah_gst_b64_dst_inputs)
 run() {  # run METHOD SEED
   local name=$1 seed=$2 dir="$OUT/seed$2"
   mkdir -p "$dir"
