@@ -80,19 +80,20 @@ import json, math, sys
 out, steps, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 seeds, names = sys.argv[4:4 + n], sys.argv[4 + n:]
 rows = {m: {s: json.load(open(f"{out}/seed{s}/{m}/summary.json")) for s in seeds} for m in names}
+w = max(len(m) for m in names + ["method"])  # method column width
 print(f"TD3 HalfCheetah-v5, {steps} env steps, seeds {' '.join(seeds)}")
-print(f"{'method':<18} {'seed':>4} {'eval return':>11} {'train ret(10)':>13} {'avg compr.':>10} "
+print(f"{'method':<{w}} {'seed':>4} {'eval return':>11} {'train ret(10)':>13} {'avg compr.':>10} "
       f"{'final compr.':>12} {'stored params':>13} {'policy bytes':>12} {'wall s':>7}")
 means = {}
 for m, by_seed in rows.items():
   done = {s: r for s, r in by_seed.items() if r.get("completed", True)}
   for s, r in by_seed.items():
     if s not in done:
-      print(f"{m:<18} {s:>4} stopped at step {r['env_steps']}; finish it with RESUME=1")
+      print(f"{m:<{w}} {s:>4} stopped at step {r['env_steps']}; finish it with RESUME=1")
       continue
     tr = r['train_return_last10']
     tr = float('nan') if tr is None else tr
-    print(f"{m:<18} {s:>4} {r['eval_return']:>11.1f} {tr:>13.1f} "
+    print(f"{m:<{w}} {s:>4} {r['eval_return']:>11.1f} {tr:>13.1f} "
           f"{100 * r['average_compression_ratio']:>9.1f}% {100 * r['final_compression_ratio']:>11.1f}% "
           f"{r['stored_params']:>13d} {r['policy_compressed_bytes']:>12d} {r['wall_seconds']:>7.0f}")
   if len(done) > 1:
@@ -100,7 +101,7 @@ for m, by_seed in rows.items():
     means[m] = {"seeds": len(done), "eval_return": mean("eval_return"),
                 "average_compression_ratio": mean("average_compression_ratio"),
                 "final_compression_ratio": mean("final_compression_ratio")}
-    print(f"{m:<18} {'mean':>4} {means[m]['eval_return']:>11.1f} {'':>13} "
+    print(f"{m:<{w}} {'mean':>4} {means[m]['eval_return']:>11.1f} {'':>13} "
           f"{100 * means[m]['average_compression_ratio']:>9.1f}% "
           f"{100 * means[m]['final_compression_ratio']:>11.1f}%")
 json.dump({"steps": steps, "seeds": seeds, "means": means,
