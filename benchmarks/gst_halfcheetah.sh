@@ -12,9 +12,9 @@
 # after the other, each in OUT/seed<S>), PYTHON,
 # PARALLEL (1: a seed's runs at once under `nice`, one TF thread each;
 # default 0), METHODS (default "dense iterative_pruning gst"; gst_b32 / gst_b64
-# are GST with b=32 / 64 circulant blocks, gst_b64_circulant_inputs makes
-# the input layers circulant too, gst_b64_dst_inputs sparse by DST), GST_WINDOW (episodes per reward-aware decision,
-# default the preset's 10; 3 suits budgets under ~100k steps), GST_STEP_UP /
+# are GST with b=32 / 64 circulant blocks; gst_b64_dst_inputs makes the input
+# layers sparse by DST from step 0, gst_b64_circulant_inputs circulant),
+# GST_WINDOW (episodes per reward-aware decision, default the preset's 10; 3 suits budgets under ~100k steps), GST_STEP_UP /
 # GST_STEP_DOWN (the reward-aware rule's sparsity steps, default the preset's
 # 0.05 / 0.1, sized for 1M steps; see the README for short budgets), TABLE_ONLY (1:
 # only print the table of finished runs), CHECKPOINT_EVERY (env steps,
