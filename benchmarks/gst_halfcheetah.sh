@@ -14,10 +14,11 @@
 # default 0), METHODS (default "dense iterative_pruning gst"; gst_b32 / gst_b64
 # are GST with b=32 / 64 circulant blocks; gst_b64_dst_inputs makes the input
 # layers sparse by DST from step 0, gst_b64_circulant_inputs circulant),
-# GST_WINDOW (episodes per reward-aware decision, default the preset's 10; 3 suits budgets under ~100k steps), GST_STEP_UP /
-# GST_STEP_DOWN (the reward-aware rule's sparsity steps, default the preset's
-# 0.05 / 0.1, sized for 1M steps; see the README for short budgets), TABLE_ONLY (1:
-# only print the table of finished runs), CHECKPOINT_EVERY (env steps,
+# GST_WINDOW (episodes per reward-aware decision, default the preset's 10; 3
+# suits budgets under ~100k steps), GST_STEP_UP / GST_STEP_DOWN (the
+# reward-aware rule's sparsity steps, default the preset's 0.05 / 0.1, sized
+# for 1M steps; see the README for short budgets), TABLE_ONLY (1: only print
+# the table of finished runs), CHECKPOINT_EVERY (env steps,
 # default STEPS), RESUME (1: carry on from the runs' checkpoints in OUT),
 # NICE (niceness under PARALLEL, default 10).
 # Ctrl-C / SIGTERM stop the runs with a checkpoint; RESUME=1 continues them.
