@@ -15,7 +15,8 @@
 # are GST with b=32 / 64 circulant blocks; gst_b64_dst_inputs makes the input
 # layers sparse by DST from step 0, gst_b64_rigl_inputs the same with RigL
 # regrowth, gst_b128_rigl75_inputs b=128 with 75%-sparse RigL input layers,
-# gst_b64_circulant_inputs circulant input layers),
+# gst_b64_dst_actor_inputs / gst_b64_dst_critic_inputs only the actor's /
+# critics' input layers, gst_b64_circulant_inputs circulant input layers),
 # GST_WINDOW (episodes per reward-aware decision, default the preset's 10; 3
 # suits budgets under ~100k steps), GST_STEP_UP / GST_STEP_DOWN (the
 # reward-aware rule's sparsity steps, default the preset's 0.05 / 0.1, sized
@@ -52,7 +53,9 @@ declare -A flagfile=([dense]=td3_halfcheetah [iterative_pruning]=td3_halfcheetah
                      [gst_b64_circulant_inputs]=td3_halfcheetah_gst_b64_circulant_inputs
                      [gst_b64_dst_inputs]=td3_halfcheetah_gst_b64_dst_inputs
                      [gst_b64_rigl_inputs]=td3_halfcheetah_gst_b64_rigl_inputs
-                     [gst_b128_rigl75_inputs]=td3_halfcheetah_gst_b128_rigl75_inputs)
+                     [gst_b128_rigl75_inputs]=td3_halfcheetah_gst_b128_rigl75_inputs
+                     [gst_b64_dst_actor_inputs]=td3_halfcheetah_gst_b64_dst_actor_inputs
+                     [gst_b64_dst_critic_inputs]=td3_halfcheetah_gst_b64_dst_critic_inputs)
 run() {  # run METHOD SEED
   local name=$1 seed=$2 dir="$OUT/seed$2"
   mkdir -p "$dir"
