@@ -47,20 +47,18 @@ common=(--total_steps="$STEPS" --start_steps="$START" --eval_every=0
 [[ -n "${GST_STEP_DOWN:-}" ]] && common+=(--gst_step_down="$GST_STEP_DOWN")
 PARALLEL=${PARALLEL:-0}
 read -r -a methods <<< "${METHODS:-dense iterative_pruning gst}"
-declare -A flagfile=([dense]=td3_halfcheetah [iterative_pruning]=td3_halfcheetah_pruning
-                     [gst]=td3_halfcheetah_gst [gst_b32]=td3_halfcheetah_gst_b32
-                     [gst_b64]=td3_halfcheetah_gst_b64
-                     [gst_b64_circulant_inputs]=td3_halfcheetah_gst_b64_circulant_inputs
-                     [gst_b64_dst_inputs]=td3_halfcheetah_gst_b64_dst_inputs
-                     [gst_b64_rigl_inputs]=td3_halfcheetah_gst_b64_rigl_inputs
-                     [gst_b128_rigl75_inputs]=td3_halfcheetah_gst_b128_rigl75_inputs
-                     [gst_b64_dst_actor_inputs]=td3_halfcheetah_gst_b64_dst_actor_inputs
-                     [gst_b64_dst_critic_inputs]=td3_halfcheetah_gst_b64_dst_critic_inputs)
+# A method's preset is flags/td3_halfcheetah_<method>.flags, except these two.
+declare -A flagfile=([dense]=td3_halfcheetah [iterative_pruning]=td3_halfcheetah_pruning)
+preset() { echo "flags/${flagfile[$1]:-td3_halfcheetah_$1}.flags"; }
+for m in "${methods[@]}"; do
+  [[ -f "$(preset "$m")" ]] || { echo "METHODS: no preset $(preset "$m") for '$m'; methods:" \
+    "dense iterative_pruning $(cd flags && ls td3_halfcheetah_gst*.flags | sed 's/^td3_halfcheetah_//; s/\.flags$//' | tr '\n' ' ')" >&2; exit 2; }
+done
 run() {  # run METHOD SEED
   local name=$1 seed=$2 dir="$OUT/seed$2"
   mkdir -p "$dir"
   echo "== $name, seed $seed" >&2
-  PYTHONPATH=. "$PYTHON" -m tfrl.td3 --flagfile="flags/${flagfile[$name]}.flags" "${common[@]}" \
+  PYTHONPATH=. "$PYTHON" -m tfrl.td3 --flagfile="$(preset "$name")" "${common[@]}" \
     --seed="$seed" --logdir="$dir/$name" >> "$dir/$name.log" 2>&1 \
     || { tail -20 "$dir/$name.log" >&2; return 1; }
 }
@@ -71,7 +69,7 @@ if [[ "${TABLE_ONLY:-0}" != 1 ]]; then
       # oversubscription, `nice` keeps the machine usable meanwhile.
       export TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1
       pids=()
-      for m in "${methods[@]}"; do nice -n "${NICE:-10}" bash -c "$(declare -f run); \
+      for m in "${methods[@]}"; do nice -n "${NICE:-10}" bash -c "$(declare -f run preset); \
         $(declare -p common flagfile); OUT='$OUT' PYTHON='$PYTHON' STEPS='$STEPS' run $m $seed" &
         pids+=($!); done
       # Background jobs ignore the terminal's Ctrl-C: pass it on to the runs.
