@@ -11,12 +11,10 @@
 # 10000), OUT (default /tmp/tfrl_gst_halfcheetah), SEEDS (default "0"; one
 # after the other, each in OUT/seed<S>), PYTHON,
 # PARALLEL (1: a seed's runs at once under `nice`, one TF thread each;
-# default 0), METHODS (default "dense iterative_pruning gst"; gst_b32 / gst_b64
-# are GST with b=32 / 64 circulant blocks; gst_b64_dst_inputs makes the input
-# layers sparse by DST from step 0, gst_b64_rigl_inputs the same with RigL
-# regrowth, gst_b128_rigl75_inputs b=128 with 75%-sparse RigL input layers,
-# gst_b64_dst_actor_inputs / gst_b64_dst_critic_inputs only the actor's /
-# critics' input layers, gst_b64_circulant_inputs circulant input layers),
+# default 0), METHODS (default "dense iterative_pruning gst"; any other method
+# is the preset flags/td3_halfcheetah_<method>.flags, e.g. gst_b32, gst_b64,
+# gst_b64_dst_inputs; each preset's header and the README's GST section say
+# what it changes),
 # GST_WINDOW (episodes per reward-aware decision, default the preset's 10; 3
 # suits budgets under ~100k steps), GST_STEP_UP / GST_STEP_DOWN (the
 # reward-aware rule's sparsity steps, default the preset's 0.05 / 0.1, sized
