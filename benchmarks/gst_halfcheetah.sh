@@ -11,7 +11,8 @@
 # 10000), OUT (default /tmp/tfrl_gst_halfcheetah), SEEDS (default "0"; one
 # after the other, each in OUT/seed<S>), PYTHON,
 # PARALLEL (1: a seed's runs at once under `nice`, one TF thread each;
-# default 0), METHODS (default "dense iterative_pruning gst"; any other method
+# default 0), METHODS (default "dense iterative_pruning gst
+# gst_b64_dst_inputs_c80"; any other method
 # is the preset flags/td3_halfcheetah_<method>.flags, e.g. gst_b32, gst_b64,
 # gst_b64_dst_inputs; each preset's header and the README's GST section say
 # what it changes),
@@ -44,7 +45,7 @@ common=(--total_steps="$STEPS" --start_steps="$START" --eval_every=0
 [[ -n "${GST_STEP_UP:-}" ]] && common+=(--gst_step_up="$GST_STEP_UP")
 [[ -n "${GST_STEP_DOWN:-}" ]] && common+=(--gst_step_down="$GST_STEP_DOWN")
 PARALLEL=${PARALLEL:-0}
-read -r -a methods <<< "${METHODS:-dense iterative_pruning gst}"
+read -r -a methods <<< "${METHODS:-dense iterative_pruning gst gst_b64_dst_inputs_c80}"
 # A method's preset is flags/td3_halfcheetah_<method>.flags, except these two.
 declare -A flagfile=([dense]=td3_halfcheetah [iterative_pruning]=td3_halfcheetah_pruning)
 preset() { echo "flags/${flagfile[$1]:-td3_halfcheetah_$1}.flags"; }
