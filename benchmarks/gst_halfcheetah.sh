@@ -12,10 +12,9 @@
 # after the other, each in OUT/seed<S>), PYTHON,
 # PARALLEL (1: a seed's runs at once under `nice`, one TF thread each;
 # default 0), METHODS (default "dense iterative_pruning gst
-# gst_b64_dst_inputs_c80"; any other method
-# is the preset flags/td3_halfcheetah_<method>.flags, e.g. gst_b32, gst_b64,
-# gst_b64_dst_inputs; each preset's header and the README's GST section say
-# what it changes),
+# gst_b64_dst_inputs_c80"; any other method is the preset
+# flags/td3_halfcheetah_<method>.flags, e.g. gst_b32, gst_b64; each preset's
+# header and the README's GST section say what it changes),
 # GST_WINDOW (episodes per reward-aware decision, default the preset's 10; 3
 # suits budgets under ~100k steps), GST_STEP_UP / GST_STEP_DOWN (the
 # reward-aware rule's sparsity steps, default the preset's 0.05 / 0.1, sized
