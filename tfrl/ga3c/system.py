@@ -194,6 +194,7 @@ class GA3C:
         "trainers": [None] * cfg.max_trainers}
     self._stop_requested = threading.Event()
     self._stopping = False
+    self._stop = ("error", float("nan"))  # (reason, rolling score) when the loop ends.
     self._error: Optional[BaseException] = None
     self._last_metrics = None
     self._profiling = False
@@ -330,19 +331,20 @@ class GA3C:
     return self.stats.report(counters, sizes, self.worker_counts(), metrics,
                              self.config.learning_rate, log=log)
 
-  def _done(self, start_time: float) -> bool:
+  def _stop_reason(self, start_time: float) -> Optional[str]:
+    """Why training should stop now, or None to go on."""
     cfg = self.config
     if self._stop_requested.is_set():
-      return True
+      return "requested"
     if cfg.max_frames and self.frames >= cfg.max_frames:
-      return True
+      return "max_frames"
     if cfg.max_seconds and time.time() - start_time >= cfg.max_seconds:
-      return True
+      return "max_seconds"
     if (cfg.target_score is not None
         and len(self.stats.scores) >= self.stats.scores.maxlen
         and self.stats.rolling_score >= cfg.target_score):
-      return True
-    return False
+      return "target_score"
+    return None
 
   def run(self) -> Dict:
     """Trains until done; always closes queues, joins threads, saves."""
@@ -361,7 +363,7 @@ class GA3C:
         self.set_worker_count("predictors", cfg.predictors)
         self.set_worker_count("agents", cfg.agents)
         self._report(log=False)
-        while not self._done(start_time):
+        while (reason := self._stop_reason(start_time)) is None:
           time.sleep(0.05)
           now = time.time()
           self._maybe_profile()
@@ -383,6 +385,9 @@ class GA3C:
             self.set_worker_count("agents", na)
             self.set_worker_count("predictors", np_)
             self.set_worker_count("trainers", nt)
+        # Episodes that end while the workers shut down still enter the
+        # final rolling score, so keep the one the stopping rule saw.
+        self._stop = (reason, self.stats.rolling_score)
     finally:
       self.shutdown()
     if self._error is not None:
@@ -424,6 +429,10 @@ class GA3C:
         "rolling_score": self.stats.rolling_score,
         "scores_seen": len(self.stats.scores),
         "fps": row.get("fps"),
+        # Why the loop ended ("requested": Ctrl-C / stop() / a failed worker;
+        # "error": the loop itself raised) and the rolling score then.
+        "stop_reason": self._stop[0],
+        "stop_rolling_score": self._stop[1],
     }
     try:
       self.summary["checkpoint"] = self.save()
