@@ -8,7 +8,8 @@ Side by side in one run, on the same `AtariEnv` slots:
     call (as the GA's evaluator plays); the best env-only run is the baseline;
   * GA: whole generations (rebuild weights from seed chains, pipelined
     evaluation with the population network, elite re-evaluation, selection)
-    for each network arch, precision setting, slot-group count and
+    for each network arch, precision setting, inference mode (every layer
+    in full at every step, or incremental), slot-group count and
     episodes per evaluation asked for (with several episodes per network the
     episodes of one network run side by side and share each read of its
     kernels; the GA itself is then a different, less noisy, configuration).
@@ -55,6 +56,11 @@ _PRECISIONS = flags.DEFINE_list(
     "precisions", ["float32", "bfloat16"],
     f"Precision settings to compare, from {sorted(PRECISIONS)}: float32; bfloat16 "
     "kernels; bfloat16 kernels and convolution inputs (AMX tiles where the CPU has them).")
+INFERENCES = ("full", "incremental")
+_INFERENCES = flags.DEFINE_list(
+    "inference", ["full", "incremental"],
+    f"How the GA's networks play, from {INFERENCES}: every layer in full at every "
+    "step, or incremental (only what the frames' change since the last step changes).")
 _EPISODES = flags.DEFINE_list("episodes_per_eval", ["1"],
                               "Episodes per network and generation to compare.")
 _GENERATIONS = flags.DEFINE_integer("rounds", 3, "Interleaved rounds (one generation per GA cell each).")
@@ -94,7 +100,7 @@ def env_only(env, step, groups, seconds, steps_per_call=1):
           frames / max(time.process_time() - cpu, 1e-9))
 
 
-def make_ga(env, arch, groups, precision, episodes):
+def make_ga(env, arch, groups, precision, episodes, inference):
   weight_dtype, conv_input_dtype = PRECISIONS[precision]
   layout = pn.ParamLayout(pn.NetworkConfig(arch=arch, weight_dtype=weight_dtype,
                                            conv_input_dtype=conv_input_dtype),
@@ -102,7 +108,8 @@ def make_ga(env, arch, groups, precision, episodes):
   table = noise_lib.NoiseTable(0, max(1 << 22, 4 * layout.dim))
   net = pn.PopulationNetwork(layout, _POPULATION.value)
   evaluator = evaluation.PipelinedEvaluator(env, net, num_groups=groups,
-                                            episode_frame_cap=_CAP.value)
+                                            episode_frame_cap=_CAP.value,
+                                            incremental=inference == "incremental")
   config = ga.GAConfig(population=_POPULATION.value, truncation=10,
                        mutation_power=0.002, elite_candidates=2, elite_episodes=1,
                        episodes_per_eval=episodes)
@@ -128,6 +135,12 @@ def main(argv):
   unknown = sorted(set(_PRECISIONS.value) - set(PRECISIONS))
   if unknown:
     raise app.UsageError(f"--precisions: unknown {unknown}; allowed: {sorted(PRECISIONS)}")
+  unknown = sorted(set(_INFERENCES.value) - set(INFERENCES))
+  if unknown:
+    raise app.UsageError(f"--inference: unknown {unknown}; allowed: {list(INFERENCES)}")
+  if "incremental" in _INFERENCES.value and "bfloat16_conv_inputs" in _PRECISIONS.value:
+    raise app.UsageError("--inference=incremental needs float32 convolution inputs: "
+                         "drop bfloat16_conv_inputs from --precisions.")
   pop_ops.load_library()
   from tfrl.envs import AtariEnv  # pylint: disable=import-outside-toplevel
   env = AtariEnv(_GAME.value, _NUM_ENVS.value, seed=0)
@@ -148,9 +161,9 @@ def main(argv):
     return tf.while_loop(lambda i, obs: i < loop_steps, body,
                          (tf.constant(0), env.observe(slots)), parallel_iterations=1)[1:]
 
-  cells = {(arch, int(g), dt, int(e)): make_ga(env, arch, int(g), dt, int(e))
+  cells = {(arch, int(g), dt, int(e), inf): make_ga(env, arch, int(g), dt, int(e), inf)
            for arch in _ARCHS.value for dt in _PRECISIONS.value for e in _EPISODES.value
-           for g in _GROUPS.value}
+           for inf in _INFERENCES.value for g in _GROUPS.value}
   env_cells = {f"env-only groups={g}{name}": (int(g), fn, n) for g in _GROUPS.value
                for name, fn, n in (("", random_step, 1), (" loop", random_loop, loop_steps))}
   results = {key: [] for key in env_cells}
@@ -164,12 +177,12 @@ def main(argv):
       wall, evalonly, per_cpu = ga_generation(algo)
       results[key].append((wall, per_cpu, evalonly))
     print(f"round {rnd + 1}: " + ", ".join(
-        f"{k if isinstance(k, str) else f'{k[0]}/{k[2]}/g{k[1]}/e{k[3]}'} {v[-1][0]:.0f}"
+        f"{k if isinstance(k, str) else f'{k[0]}/{k[2]}/{k[4]}/g{k[1]}/e{k[3]}'} {v[-1][0]:.0f}"
         for k, v in results.items()), flush=True)
   # The baseline is env-only's best configuration.
   base_wall = max(r[0] for key in env_cells for r in results[key])
   base_cpu = max(float(np.median([r[1] for r in results[key]])) for key in env_cells)
-  header = (f"{'run':<40} | {'best frames/s':>13} | {'frames/CPU-s':>12} | "
+  header = (f"{'run':<52} | {'best frames/s':>13} | {'frames/CPU-s':>12} | "
             f"{'wall vs env':>11} | {'CPU-eff. vs env':>15}")
   print(header)
   print("-" * len(header))
@@ -177,12 +190,13 @@ def main(argv):
   for key, runs in results.items():
     wall = max(r[0] for r in runs)
     per_cpu = float(np.median([r[1] for r in runs]))
-    name = key if isinstance(key, str) else f"GA {key[0]} {key[2]} g={key[1]} eps={key[3]}"
+    name = (key if isinstance(key, str) else
+            f"GA {key[0]} {key[2]} {key[4]} g={key[1]} eps={key[3]}")
     rows.append({"run": name, "best_frames_per_s": wall, "frames_per_cpu_second": per_cpu,
                  "wall_ratio_to_env_only": wall / base_wall,
                  "cpu_efficiency_ratio_to_env_only": per_cpu / base_cpu,
                  "rounds": [list(r) for r in runs]})
-    print(f"{name:<40} | {wall:>13.0f} | {per_cpu:>12.0f} | {wall / base_wall:>11.2f} | "
+    print(f"{name:<52} | {wall:>13.0f} | {per_cpu:>12.0f} | {wall / base_wall:>11.2f} | "
           f"{per_cpu / base_cpu:>15.2f}")
   with open(_OUTPUT.value, "w") as f:
     json.dump({"game": _GAME.value, "num_envs": _NUM_ENVS.value,

@@ -99,6 +99,32 @@ class EvaluatorTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, "steps_per_call"):
       evaluation.PipelinedEvaluator(env, net, steps_per_call=0)
 
+  def test_incremental_inference_independent_of_steps_per_call(self):
+    # Pong with the small conv net, played incrementally: which steps are
+    # computed in full depends only on the step of the episode, so a graph
+    # call of 1, 7 or 32 steps gives the same episodes, bit for bit.
+    from tfrl.envs import AtariEnv  # pylint: disable=import-outside-toplevel
+    layout = pn.ParamLayout(pn.NetworkConfig(arch="small"), (84, 84, 4), 6)
+    net = pn.PopulationNetwork(layout, 4)
+    flat = np.random.default_rng(3).standard_normal((4, layout.dim)).astype(np.float32)
+    net.load(flat * layout.init_scale)
+    results = []
+    for steps_per_call in (1, 7, 32):
+      env = AtariEnv("pong", 3, seed=0)  # the same emulator states each time
+      evaluator = evaluation.PipelinedEvaluator(env, net, num_groups=1, episode_frame_cap=240,
+                                                steps_per_call=steps_per_call,
+                                                incremental=True, refresh_steps=20)
+      self.assertTrue(evaluator.incremental)
+      results.append(evaluator.evaluate(4, 2))
+      env.close()
+    for res in results[1:]:
+      self.assertAllEqual(res.returns, results[0].returns)
+      self.assertAllEqual(res.lengths, results[0].lengths)
+    self.assertAllEqual(results[0].lengths, np.full((4, 2), 60))
+    with self.assertRaisesRegex(ValueError, "refresh_steps"):
+      evaluation.PipelinedEvaluator(AtariEnv("pong", 1), net, incremental=True,
+                                    refresh_steps=0)
+
   def test_wrong_group_count_rejected(self):
     env, _, net, _, _, _ = _setup(2, num_envs=2)
     with self.assertRaises(ValueError):

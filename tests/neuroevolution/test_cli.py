@@ -74,23 +74,43 @@ class CliTest(tf.test.TestCase):
     self.assertIn("[random_search] gen    1", out)
     self.assertIn("torso/dense_0:circulant", out)
 
-  def test_ga_on_atari_with_bfloat16_conv_inputs_exports_and_evaluates(self):
-    # The small conv net with bfloat16 kernels and conv inputs (AMX tiles where
-    # the CPU has them), one tiny generation, its elite played by tfrl.evaluate.
-    logdir = os.path.join(self.get_temp_dir(), "ga_atari")
-    out = _run(["-m", "tfrl.ga", "--game=pong", "--arch=small", "--weight_dtype=bfloat16",
-                "--conv_input_dtype=bfloat16", "--population=4", "--generations=1",
-                "--num_envs=4", "--slot_groups=1", "--episode_frame_cap=100",
-                "--truncation=2", "--elite_candidates=2", "--elite_episodes=1",
-                "--noise_table_size=1000000", f"--logdir={logdir}"])
-    self.assertIn("[ga] gen    1", out)
-    with open(os.path.join(logdir, "flags.txt")) as f:
-      self.assertIn("--conv_input_dtype=bfloat16", f.read())
-    report = os.path.join(self.get_temp_dir(), "eval_atari.json")
-    _run(["-m", "tfrl.evaluate", f"--policy={logdir}/elite", "--game=pong", "--episodes=1",
-          "--max_episode_frames=100", f"--output={report}"])
-    with open(report) as f:
-      self.assertEqual(json.load(f)["episodes"], 1)
+  def test_ga_on_atari_exports_and_evaluates(self):
+    # The small conv net, one tiny generation, its elite played by
+    # tfrl.evaluate: played incrementally (the default for conv nets), and in
+    # full with bfloat16 kernels and conv inputs (AMX tiles where the CPU has them).
+    for name, extra, inference in (
+        ("incremental", [], "incremental"),
+        ("bf16", ["--weight_dtype=bfloat16", "--conv_input_dtype=bfloat16"], "full")):
+      logdir = os.path.join(self.get_temp_dir(), "ga_atari_" + name)
+      out = _run(["-m", "tfrl.ga", "--game=pong", "--arch=small", *extra, "--population=4",
+                  "--generations=1", "--num_envs=4", "--slot_groups=1",
+                  "--episode_frame_cap=100", "--truncation=2", "--elite_candidates=2",
+                  "--elite_episodes=1", "--noise_table_size=1000000", f"--logdir={logdir}"])
+      self.assertIn("[ga] gen    1", out)
+      self.assertIn(f"| {inference} inference", out)
+      with open(os.path.join(logdir, "flags.txt")) as f:
+        self.assertIn("--inference=auto", f.read())
+      report = os.path.join(self.get_temp_dir(), f"eval_atari_{name}.json")
+      _run(["-m", "tfrl.evaluate", f"--policy={logdir}/elite", "--game=pong", "--episodes=1",
+            "--max_episode_frames=100", f"--output={report}"])
+      with open(report) as f:
+        self.assertEqual(json.load(f)["episodes"], 1)
+
+  def test_bad_inference_flags_fail_in_one_line(self):
+    env = dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL="3")
+    for bad, message in (
+        (["--inference=incremental", "--weight_dtype=bfloat16", "--conv_input_dtype=bfloat16"],
+         "--inference=incremental needs --conv_input_dtype=float32"),
+        (["--refresh_steps=0"], "--refresh_steps must be >= 1")):
+      out = subprocess.run([sys.executable, "-m", "tfrl.ga", "--game=pong", "--arch=small",
+                            "--population=4", "--generations=1", "--num_envs=2", *bad,
+                            f"--logdir={os.path.join(self.get_temp_dir(), 'bad')}"],
+                           env=env, cwd=_ROOT, capture_output=True, text=True, timeout=120)
+      self.assertEqual(out.returncode, 2, out.stderr)
+      lines = [l for l in out.stderr.splitlines() if l.startswith("tfrl.ga: error:")]
+      self.assertLen(lines, 1, out.stderr)
+      self.assertIn(message, lines[0])
+      self.assertNotIn("Traceback", out.stderr)
 
   def test_conv_input_dtype_needs_bfloat16_weights(self):
     env = dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL="3")

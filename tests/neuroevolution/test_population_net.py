@@ -163,6 +163,40 @@ class PopulationNetTest(tf.test.TestCase, parameterized.TestCase):
               if op.type.startswith("Resource") and op.type != "ReadVariableOp"]
     self.assertEqual(sparse, [])
 
+  @parameterized.named_parameters(
+      ("small_op", "small", True, "float32"),
+      ("small_reference", "small", False, "float32"),
+      ("large_bfloat16_kernels", "large", True, "bfloat16"),
+  )
+  def test_incremental_logits_follow_the_full_forward_on_pong(self, arch, use_op,
+                                                              weight_dtype):
+    from tfrl.envs import AtariEnv  # pylint: disable=import-outside-toplevel
+    env = AtariEnv("pong", 4, seed=0)
+    layout = pn.ParamLayout(pn.NetworkConfig(arch=arch, use_op=use_op,
+                                             weight_dtype=weight_dtype),
+                            env.observation_shape, env.num_actions)
+    net = pn.PopulationNetwork(layout, capacity=3)
+    net.load(_flat(layout, 3, seed=1))
+    index = tf.constant([2, 0, 2, 1])
+    state = net.incremental_initial_state(4)
+    obs = env.reset()
+    agree = 0
+    for step in range(60):
+      full = net(obs, index, tf.ones([4], tf.bool)).numpy()
+      logits, state = net.incremental_logits(obs, index, tf.fill([4], step % 25 == 0), state)
+      self.assertAllClose(logits, full, rtol=1e-4, atol=1e-4 * np.abs(full).max(),
+                          msg=f"step {step}")
+      agree += int(np.all(np.argmax(logits, -1) == np.argmax(full, -1)))
+      obs = env.step(tf.argmax(full, -1, output_type=tf.int32))[0]
+    self.assertGreaterEqual(agree, 59)  # greedy actions agree (float ties aside)
+    env.close()
+
+  def test_incremental_state_is_refused_with_bfloat16_conv_inputs(self):
+    layout = pn.ParamLayout(pn.NetworkConfig(arch="small", weight_dtype="bfloat16",
+                                             conv_input_dtype="bfloat16"), (84, 84, 4), 6)
+    with self.assertRaisesRegex(ValueError, "float32 convolution inputs"):
+      pn.PopulationNetwork(layout, 2).incremental_state_specs()
+
   def test_load_beyond_capacity_rejected(self):
     layout = pn.ParamLayout(pn.NetworkConfig(arch="mlp"), (4,), 2)
     net = pn.PopulationNetwork(layout, capacity=2)

@@ -57,13 +57,24 @@ class PipelinedEvaluator:
     frames_per_step: emulator frames per env step (default: env.frame_skip or 1).
     steps_per_call: most env steps a group plays in one graph call (a
       `stop()` lands within one call).
+    incremental: play with the network's incremental inference
+      (`PopulationNetwork.incremental_logits`): each step computes only what
+      the change of the frames since the previous step changes.
+    refresh_steps: with `incremental`, every slot's step t of an episode with
+      t % refresh_steps == 0 is computed in full, which bounds the float
+      rounding that incremental steps accumulate (step 0, a new network or
+      episode, is always in full). Which steps are fresh depends only on t,
+      so an episode plays the same whatever `steps_per_call` is.
   """
 
   def __init__(self, env, network, num_groups: int = 2,
                episode_frame_cap: Optional[int] = None,
-               frames_per_step: Optional[int] = None, steps_per_call: int = 32):
+               frames_per_step: Optional[int] = None, steps_per_call: int = 32,
+               incremental: bool = False, refresh_steps: int = 100):
     if steps_per_call < 1:
       raise ValueError(f"steps_per_call must be >= 1, got {steps_per_call}.")
+    if refresh_steps < 1:
+      raise ValueError(f"refresh_steps must be >= 1, got {refresh_steps}.")
     if num_groups < 1 or num_groups > env.num_envs:
       raise ValueError(
           f"num_groups must be in [1, num_envs={env.num_envs}], got {num_groups}.")
@@ -75,35 +86,48 @@ class PipelinedEvaluator:
     self.episode_frame_cap = episode_frame_cap
     self.steps_per_call = int(steps_per_call)
     self._stop = threading.Event()
+    self.incremental = bool(incremental)
+    self.refresh_steps = int(refresh_steps)
     obs_shape = tuple(env.observation_shape)
     obs_dtype = getattr(env, "observation_dtype", tf.uint8)
+    self._state_specs = (network.incremental_state_specs(obs_dtype)
+                         if self.incremental else [])
 
-    def play(obs, index, env_indices, max_steps):
+    def play(obs, index, env_indices, max_steps, episode_steps, state):
       # Up to `max_steps` steps of the running slots in one graph call,
       # ending early after the first step at which any of them finished, so
       # that Python only sees the slots when one needs a new job (the
       # per-step Python and dispatch cost was ~15 % of a GA's CPU time).
+      # `state` is the incremental inference's, per running slot, and
+      # `episode_steps` each slot's steps so far in its episode.
       all_rows = tf.ones_like(index, tf.bool)
 
-      def body(i, obs, total, ended):
-        actions = network.act(obs, index, all_rows)
+      def body(i, obs, total, ended, state):
+        if self.incremental:
+          fresh = tf.equal((episode_steps + i) % self.refresh_steps, 0)
+          logits, state = network.incremental_logits(obs, index, fresh, state)
+          actions = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        else:
+          actions = network.act(obs, index, all_rows)
         obs, reward, terminated, truncated = env.step(actions, env_indices)
-        return i + 1, obs, total + tf.cast(reward, tf.float64), terminated | truncated
+        return (i + 1, obs, total + tf.cast(reward, tf.float64),
+                terminated | truncated, state)
 
-      def cond(i, obs, total, ended):
-        del obs, total
+      def cond(i, obs, total, ended, state):
+        del obs, total, state
         return (i < max_steps) & ~tf.reduce_any(ended)
 
-      steps, obs, total, ended = tf.while_loop(
+      steps, obs, total, ended, state = tf.while_loop(
           cond, body, (tf.constant(0), obs, tf.zeros_like(index, tf.float64),
-                       tf.zeros_like(index, tf.bool)),
+                       tf.zeros_like(index, tf.bool), state),
           parallel_iterations=1)
-      return steps, obs, total, ended
+      return steps, obs, total, ended, state
 
     self._play = tf.function(play, input_signature=[
         tf.TensorSpec((None,) + obs_shape, obs_dtype),
         tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int32),
-        tf.TensorSpec([], tf.int32)])
+        tf.TensorSpec([], tf.int32), tf.TensorSpec([None], tf.int32),
+        self._state_specs])
     # Called once per group call: the concrete function skips tf.function's
     # argument binding (measured ~0.3 ms of a ~0.7 ms call on this machine).
     self._play_fn = self._play.get_concrete_function()
@@ -164,19 +188,26 @@ class PipelinedEvaluator:
             net[i], epi[i] = job
         ret = np.zeros(size, np.float64)
         length = np.zeros(size, np.int64)
+        # Each slot's incremental-inference state (rows of finished slots are
+        # stale, and ignored: a new episode's first step is fresh).
+        state = [np.zeros((size,) + tuple(spec.shape[1:]), spec.dtype.as_numpy_dtype)
+                 for spec in self._state_specs]
         obs_t = None  # the running slots' frames as a tensor, while they equal `obs`
+        state_t = None  # and their state, likewise
         while not self._stop.is_set():
           rows = np.flatnonzero(net >= 0)
           if rows.size == 0:
             break
           if obs_t is None:
             obs_t = tf.convert_to_tensor(obs[rows])
+            state_t = [tf.convert_to_tensor(s[rows]) for s in state]
           max_steps = self.steps_per_call
           if cap_steps:
             max_steps = min(max_steps, int(cap_steps - length[rows].max()))
-          k, o, r, ended = self._play_fn(
+          k, o, r, ended, state_t = self._play_fn(
               obs_t, tf.convert_to_tensor(ids[net[rows]].astype(np.int32)),
-              tf.convert_to_tensor(slots[rows]), tf.constant(max_steps, tf.int32))
+              tf.convert_to_tensor(slots[rows]), tf.constant(max_steps, tf.int32),
+              tf.convert_to_tensor(length[rows].astype(np.int32)), state_t)
           k = int(k)
           obs_t = o
           ret[rows] += r.numpy()
@@ -189,7 +220,9 @@ class PipelinedEvaluator:
             continue
           # The running set changes: back to numpy to rebuild it.
           obs[rows] = o.numpy()
-          obs_t = None
+          for s, s_t in zip(state, state_t):
+            s[rows] = s_t.numpy()
+          obs_t = state_t = None
           reset = []
           for j in finished:
             i = rows[j]

@@ -41,6 +41,7 @@ import tensorflow as tf
 
 from tfrl.layers import spec as spec_lib
 from tfrl.ops import population as pop_ops
+from tfrl.ops import population_delta as delta_ops
 
 ARCHS = ("mlp", "small", "large")
 _CONV_STACKS = {
@@ -325,6 +326,77 @@ class PopulationNetwork(tf.Module):
   def act(self, obs, index, active):
     """Greedy actions [B] int32."""
     return tf.argmax(self(obs, index, active), axis=-1, output_type=tf.int32)
+
+  def incremental_state_specs(self, obs_dtype=tf.uint8) -> List[tf.TensorSpec]:
+    """Specs of the state of `incremental_logits` (batch dimension None).
+
+    The state is the observation the last step saw (of `obs_dtype`), then
+    each layer's output before its bias (what `population_delta_conv2d`
+    updates step by step).
+    """
+    if self.conv_input_dtype == "bfloat16":
+      raise ValueError("incremental inference needs float32 convolution inputs, got "
+                       "conv_input_dtype='bfloat16'.")
+    obs_dtype = tf.as_dtype(obs_dtype)
+    if obs_dtype != tf.uint8:
+      obs_dtype = tf.float32
+    return [tf.TensorSpec((None,) + self.layout.observation_shape, obs_dtype)] + [
+        tf.TensorSpec((None,) + out_shape, tf.float32)
+        for _, _, out_shape in self._delta_geometry()]
+
+  def incremental_initial_state(self, batch: int, obs_dtype=tf.uint8) -> List[tf.Tensor]:
+    """A state for `batch` rows (any values do: the first step is fresh)."""
+    return [tf.zeros((batch,) + tuple(spec.shape[1:]), spec.dtype)
+            for spec in self.incremental_state_specs(obs_dtype)]
+
+  def _delta_geometry(self) -> List[Tuple[int, int, Tuple[int, int, int]]]:
+    """(kernel_size, stride, output [OH, OW, N]) of each layer as a delta op."""
+    geometry = []
+    shape = self.layout.observation_shape
+    if len(shape) == 1:
+      shape = (1, 1) + shape
+    for layer in self.layout.layers:
+      h, w = shape[0], shape[1]
+      if layer.conv is not None:
+        ks, stride = layer.conv
+      else:  # a dense layer: one window over the whole (flattened) input.
+        if h != w:
+          raise ValueError(f"incremental inference needs a square input to dense layer "
+                           f"{layer.name}, got {h}x{w}.")
+        ks, stride = h, 1
+      shape = ((h - ks) // stride + 1, (w - ks) // stride + 1, layer.n)
+      geometry.append((ks, stride, shape))
+    return geometry
+
+  def incremental_logits(self, obs, index, fresh, state):
+    """(logits [B, A], new state): one step of incremental inference.
+
+    The same logits as `__call__` (up to float rounding) for rows whose state
+    is that of their previous step; rows with `fresh` (a new network or
+    episode, or a periodic refresh) are computed in full and need no state.
+    Only the inputs that changed since the previous step cost arithmetic
+    (`tfrl.ops.population_delta`).
+    """
+    index = tf.convert_to_tensor(index, tf.int32)
+    fresh = tf.convert_to_tensor(fresh, tf.bool)
+    x = tf.convert_to_tensor(obs, state[0].dtype)
+    x_prev = state[0]
+    if len(self.layout.observation_shape) == 1:
+      x, x_prev = x[:, None, None, :], x_prev[:, None, None, :]
+    scale = 1.0 / 255.0 if x.dtype == tf.uint8 else 1.0
+    input_bias, input_relu = None, False
+    new_state = [tf.convert_to_tensor(obs, state[0].dtype)]
+    for i, (layer, (ks, stride, _)) in enumerate(zip(self.layout.layers,
+                                                     self._delta_geometry())):
+      acc = delta_ops.population_delta_conv2d(
+          x, x_prev, state[i + 1], self.kernels[i], index, fresh, kernel_size=ks,
+          stride=stride, input_scale=scale, input_bias=input_bias,
+          input_relu=input_relu, use_op=self.use_op)
+      new_state.append(acc)
+      x, x_prev = acc, state[i + 1]
+      scale, input_bias, input_relu = 1.0, self.biases[i].value(), layer.relu
+    logits = x[:, 0, 0, :] + tf.gather(self.biases[-1].value(), index)
+    return logits, new_state
 
 
 class SingleNetwork(tf.Module):

@@ -35,9 +35,18 @@
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/platform/threadpool.h"
 #include "population_amx.h"
+#include "population_simd.h"
 
 namespace tensorflow {
 namespace {
+
+using population_simd::LoadU;
+using population_simd::LoadW;
+using population_simd::Storage;
+using population_simd::StoreU;
+using population_simd::Vec;
+using population_simd::WeightData;
+using population_simd::Widen;
 
 // One GEMM: C rows (c[i], N floats each) = A rows x B, where B is [K, N]
 // row-major. A row is `num_seg` segments of `seg_len` floats, segment s
@@ -56,58 +65,6 @@ struct GemmArgs {
   int64_t num_seg;
   int64_t seg_stride;
 };
-
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#define TFRL_X86 1
-#define TFRL_INLINE inline __attribute__((always_inline))
-#else
-#define TFRL_X86 0
-#define TFRL_INLINE inline
-#endif
-
-template <int W>
-struct Vec {
-  typedef float type __attribute__((vector_size(W * sizeof(float))));
-  typedef uint16_t half __attribute__((vector_size(W * sizeof(uint16_t))));
-  typedef uint32_t wide __attribute__((vector_size(W * sizeof(uint32_t))));
-};
-
-// A bfloat16 is the high half of a float32: widening is exact.
-TFRL_INLINE float Widen(float v) { return v; }
-TFRL_INLINE float Widen(uint16_t v) {
-  const uint32_t u = static_cast<uint32_t>(v) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
-}
-
-template <typename V>
-TFRL_INLINE V LoadU(const float* p) {
-  V v;
-  std::memcpy(&v, p, sizeof(V));
-  return v;
-}
-
-template <typename V>
-TFRL_INLINE void StoreU(float* p, const V& v) {
-  std::memcpy(p, &v, sizeof(V));
-}
-
-// W weights as a float32 vector.
-template <int W>
-TFRL_INLINE typename Vec<W>::type LoadW(const float* p) {
-  return LoadU<typename Vec<W>::type>(p);
-}
-template <int W>
-TFRL_INLINE typename Vec<W>::type LoadW(const uint16_t* p) {
-  typename Vec<W>::half h;
-  std::memcpy(&h, p, sizeof(h));
-  const typename Vec<W>::wide u =
-      __builtin_convertvector(h, typename Vec<W>::wide) << 16;
-  typename Vec<W>::type f;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
-}
 
 // C[i, j0 : j0 + NV * W] for MR rows, accumulated over all of K in registers.
 template <int W, int MR, int NV, typename TW>
@@ -537,22 +494,6 @@ Status CheckIndexAndActive(const Tensor& index, const Tensor& active,
                                    " entries (x.shape[0]), got ",
                                    active.dim_size(0));
   return OkStatus();
-}
-
-// The weights' storage type in the GEMM: float, or bfloat16 as its bits.
-template <typename T>
-struct Storage {
-  typedef float type;
-};
-template <>
-struct Storage<bfloat16> {
-  typedef uint16_t type;
-};
-
-template <typename T>
-const typename Storage<T>::type* WeightData(const Tensor& w) {
-  static_assert(sizeof(T) == sizeof(typename Storage<T>::type), "storage");
-  return reinterpret_cast<const typename Storage<T>::type*>(w.flat<T>().data());
 }
 
 template <typename T>

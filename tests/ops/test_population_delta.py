@@ -1,0 +1,191 @@
+"""PopulationDeltaConv2D (incremental inference) against the full convolution,
+step after step, and its handling of bad input."""
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+
+from tfrl.ops import population_delta as delta
+
+
+def _change(rng, x, fraction):
+  """x with about `fraction` of its values redrawn (some rows untouched)."""
+  x = x.copy()
+  mask = rng.random(x.shape) < fraction
+  if x.dtype == np.uint8:
+    x[mask] = rng.integers(0, 256, mask.sum())
+  else:
+    x[mask] = rng.standard_normal(mask.sum())
+  return x
+
+
+def _first_input(rng, shape, dtype):
+  if dtype == np.uint8:
+    return rng.integers(0, 256, shape).astype(np.uint8)
+  return rng.standard_normal(shape).astype(np.float32)
+
+
+class PopulationDeltaConv2DTest(tf.test.TestCase, parameterized.TestCase):
+
+  test_session = None  # tf.test.TestCase's deprecated helper, not a test.
+
+  @parameterized.named_parameters(
+      # name, x dtype, (H, W, C), N, kernel, stride, input bias + relu
+      ("frames_8x8_stride4", np.uint8, (20, 24, 4), 16, 8, 4, False),
+      ("conv_4x4_stride2_bias_relu", np.float32, (11, 11, 16), 32, 4, 2, True),
+      ("conv_3x3_stride1_odd_n", np.float32, (7, 9, 5), 13, 3, 1, True),
+      ("dense_over_feature_map", np.float32, (5, 5, 8), 40, 5, 1, True),
+      ("dense_flat", np.float32, (1, 1, 37), 9, 1, 1, False),
+  )
+  def test_tracks_the_full_convolution(self, dtype, hwc, n, ks, stride, bias_relu):
+    rng = np.random.default_rng(hwc[0] * 100 + n)
+    b, p = 7, 5
+    w = rng.standard_normal((p, ks * ks * hwc[2], n)).astype(np.float32)
+    index = np.array([0, 3, 3, 1, 4, 3, 0], np.int32)  # repeated; network 2 missing
+    bias = rng.standard_normal((p, hwc[2])).astype(np.float32) if bias_relu else None
+    scale = 1.0 / 255.0 if dtype == np.uint8 else 1.0
+    kwargs = dict(kernel_size=ks, stride=stride, input_scale=scale, input_bias=bias,
+                  input_relu=bias_relu)
+    x_prev = _first_input(rng, (b,) + hwc, dtype)
+    out = ((hwc[0] - ks) // stride + 1, (hwc[1] - ks) // stride + 1, n)
+    acc = np.full((b,) + out, np.nan, np.float32)  # fresh rows must not read it
+    fresh = np.ones(b, bool)
+    for step in range(12):
+      x = x_prev if step == 0 else _change(rng, x_prev, 0.02)
+      acc = delta.population_delta_conv2d_op(x, x_prev, acc, w, index, fresh, **kwargs)
+      full = delta.population_delta_conv2d_reference(x, x_prev, acc, w, index, fresh,
+                                                     **kwargs)
+      self.assertEqual(acc.shape, (b,) + out)
+      self.assertAllClose(acc, full, rtol=1e-4, atol=1e-4 * np.sqrt(ks * ks * hwc[2]),
+                          msg=f"step {step}")
+      x_prev = x
+      fresh = rng.random(b) < 0.2  # some rows recomputed in full now and then
+
+  def test_unchanged_input_keeps_acc_exactly(self):
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 256, (3, 12, 12, 2)).astype(np.uint8)
+    w = rng.standard_normal((2, 32, 6)).astype(np.float32)
+    acc_prev = rng.standard_normal((3, 3, 3, 6)).astype(np.float32)
+    got = delta.population_delta_conv2d_op(x, x, acc_prev, w, [0, 1, 1], [False] * 3,
+                                           kernel_size=4, stride=4)
+    self.assertAllEqual(got, acc_prev)
+
+  def test_fresh_rows_need_no_state(self):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((4, 6, 6, 3)).astype(np.float32)
+    w = rng.standard_normal((3, 27, 5)).astype(np.float32)
+    bias = rng.standard_normal((3, 3)).astype(np.float32)
+    garbage_prev = rng.standard_normal(x.shape).astype(np.float32) * 1e6
+    garbage_acc = np.full((4, 4, 4, 5), np.inf, np.float32)
+    kwargs = dict(kernel_size=3, stride=1, input_bias=bias, input_relu=True)
+    got = delta.population_delta_conv2d_op(x, garbage_prev, garbage_acc, w, [2, 0, 1, 2],
+                                           [True] * 4, **kwargs)
+    want = delta.population_delta_conv2d_reference(x, x, garbage_acc, w, [2, 0, 1, 2],
+                                                   [True] * 4, **kwargs)
+    self.assertAllClose(got, want, rtol=1e-5, atol=1e-4)
+
+  def test_row_result_independent_of_batch(self):
+    rng = np.random.default_rng(3)
+    x_prev = rng.integers(0, 256, (6, 16, 16, 4)).astype(np.uint8)
+    x = _change(rng, x_prev, 0.05)
+    w = rng.standard_normal((4, 256, 16)).astype(np.float32)
+    acc_prev = rng.standard_normal((6, 3, 3, 16)).astype(np.float32)
+    index = np.array([3, 1, 0, 3, 2, 1], np.int32)
+    fresh = np.array([0, 1, 0, 0, 1, 0], bool)
+    kwargs = dict(kernel_size=8, stride=4, input_scale=1 / 255)
+    batch = delta.population_delta_conv2d_op(x, x_prev, acc_prev, w, index, fresh, **kwargs)
+    for b in range(6):
+      one = delta.population_delta_conv2d_op(x[b:b + 1], x_prev[b:b + 1], acc_prev[b:b + 1],
+                                             w, index[b:b + 1], fresh[b:b + 1], **kwargs)
+      self.assertAllEqual(one[0], batch[b])  # bitwise: a fixed summation order
+
+  def test_bfloat16_weights_equal_float_op_on_rounded_weights(self):
+    rng = np.random.default_rng(4)
+    x_prev = rng.standard_normal((3, 9, 9, 4)).astype(np.float32)
+    x = _change(rng, x_prev, 0.1)
+    w = rng.standard_normal((2, 64, 24)).astype(np.float32)
+    w16 = tf.cast(w, tf.bfloat16)
+    acc_prev = rng.standard_normal((3, 3, 3, 24)).astype(np.float32)
+    args = (x, x_prev, acc_prev)
+    kwargs = dict(kernel_size=4, stride=2, input_bias=np.ones((2, 4), np.float32),
+                  input_relu=True)
+    got = delta.population_delta_conv2d_op(*args, w16, [1, 0, 1], [False, True, False], **kwargs)
+    want = delta.population_delta_conv2d_op(*args, tf.cast(w16, tf.float32), [1, 0, 1],
+                                            [False, True, False], **kwargs)
+    self.assertAllEqual(got, want)
+
+  def test_inside_tf_function_with_unknown_batch(self):
+    w = tf.ones([2, 16, 3])
+    fn = tf.function(
+        lambda x, xp, acc, i, f: delta.population_delta_conv2d_op(
+            x, xp, acc, w, i, f, kernel_size=2, stride=2),
+        input_signature=[tf.TensorSpec([None, 4, 4, 4], tf.float32)] * 2 +
+        [tf.TensorSpec([None, 2, 2, 3], tf.float32), tf.TensorSpec([None], tf.int32),
+         tf.TensorSpec([None], tf.bool)])
+    concrete = fn.get_concrete_function()
+    self.assertEqual(concrete.structured_outputs.shape.as_list(), [None, 2, 2, 3])
+    x = tf.ones([5, 4, 4, 4])
+    got = fn(x, x, tf.zeros([5, 2, 2, 3]), tf.zeros([5], tf.int32), tf.ones([5], tf.bool))
+    self.assertAllClose(got, tf.fill([5, 2, 2, 3], 16.0))
+
+  def test_fallback_is_the_reference(self):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 5, 5, 2)).astype(np.float32)
+    w = rng.standard_normal((1, 8, 4)).astype(np.float32)
+    acc = np.zeros((2, 2, 2, 4), np.float32)
+    kwargs = dict(kernel_size=2, stride=2)
+    got = delta.population_delta_conv2d(x, x * 0, acc, w, [0, 0], [False, False],
+                                        use_op=False, **kwargs)
+    want = delta.population_delta_conv2d_reference(x, x, acc, w, [0, 0], [True, True],
+                                                   **kwargs)
+    self.assertAllEqual(got, want)
+
+  @parameterized.named_parameters(
+      # name, x shape, x_prev shape, acc_prev shape, w shape, index, input bias shape
+      ("index_too_large", (2, 6, 6, 1), (2, 6, 6, 1), (2, 2, 2, 3), (2, 9, 3), [0, 2], None),
+      ("index_negative", (2, 6, 6, 1), (2, 6, 6, 1), (2, 2, 2, 3), (2, 9, 3), [-1, 0], None),
+      ("x_prev_shape", (2, 6, 6, 1), (2, 6, 5, 1), (2, 2, 2, 3), (2, 9, 3), [0, 1], None),
+      ("acc_prev_shape", (2, 6, 6, 1), (2, 6, 6, 1), (2, 2, 2, 4), (2, 9, 3), [0, 1], None),
+      ("kernel_rows", (2, 6, 6, 1), (2, 6, 6, 1), (2, 2, 2, 3), (2, 8, 3), [0, 1], None),
+      ("kernel_larger_than_input", (2, 2, 2, 1), (2, 2, 2, 1), (2, 1, 1, 3), (2, 9, 3),
+       [0, 1], None),
+      ("index_length", (2, 6, 6, 1), (2, 6, 6, 1), (2, 2, 2, 3), (2, 9, 3), [0], None),
+      ("x_rank", (2, 6, 6), (2, 6, 6), (2, 2, 2, 3), (2, 9, 3), [0, 1], None),
+      ("input_bias_shape", (2, 6, 6, 1), (2, 6, 6, 1), (2, 2, 2, 3), (2, 9, 3), [0, 1],
+       (2, 2)),
+  )
+  def test_bad_inputs_rejected(self, x_shape, xp_shape, acc_shape, w_shape, index,
+                               bias_shape):
+    bias = None if bias_shape is None else np.ones(bias_shape, np.float32)
+    with self.assertRaises((tf.errors.InvalidArgumentError, ValueError)):
+      delta.population_delta_conv2d_op(
+          np.zeros(x_shape, np.float32), np.zeros(xp_shape, np.float32),
+          np.zeros(acc_shape, np.float32), np.zeros(w_shape, np.float32),
+          np.array(index, np.int32), np.zeros(len(index), bool), kernel_size=3, stride=2,
+          input_bias=bias)
+
+  def test_bad_inputs_rejected_at_run_time(self):
+    # Shapes unknown when traced: the kernel itself must refuse them.
+    fn = tf.function(
+        lambda x, acc, w, i: delta.population_delta_conv2d_op(
+            x, x, acc, w, i, tf.zeros_like(i, tf.bool), kernel_size=3, stride=2),
+        input_signature=[tf.TensorSpec(None, tf.float32)] * 3 +
+        [tf.TensorSpec(None, tf.int32)])
+    x, acc, w = tf.zeros([2, 6, 6, 1]), tf.zeros([2, 2, 2, 3]), tf.zeros([2, 9, 3])
+    for bad in ((x, acc, w, tf.constant([0, 5])), (x, tf.zeros([2, 3, 3, 3]), w, [0, 1]),
+                (x, acc, tf.zeros([2, 10, 3]), [0, 1]), (tf.zeros([2, 6, 6]), acc, w, [0, 1])):
+      with self.assertRaises(tf.errors.InvalidArgumentError):
+        fn(*bad)
+    self.assertEqual(fn(x, acc, w, tf.constant([0, 1])).shape, (2, 2, 2, 3))
+
+  def test_bad_attrs_rejected(self):
+    with self.assertRaises((tf.errors.InvalidArgumentError, ValueError)):
+      delta.population_delta_conv2d_op(np.zeros((1, 4, 4, 1), np.float32),
+                                       np.zeros((1, 4, 4, 1), np.float32),
+                                       np.zeros((1, 4, 4, 2), np.float32),
+                                       np.zeros((1, 1, 2), np.float32), [0], [True],
+                                       kernel_size=1, stride=0)
+
+
+if __name__ == "__main__":
+  tf.test.main()
