@@ -12,8 +12,9 @@
 // convolution's outputs and under a fifth of the second's (Pong, random
 // networks), which is what makes the dense layer's input sparse as well.
 //
-// Rows are independent and run on the intra-op threads. Each output element
-// is accumulated in a fixed order (input row, column, channel ascending), so
+// Rows are grouped by network (the rows of one network read the same kernel
+// rows) and the groups run on the intra-op threads. Each output element is
+// accumulated in a fixed order (input row, column, channel ascending), so
 // results depend only on the row's own inputs.
 
 #pragma GCC optimize("fp-contract=fast")
@@ -21,6 +22,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
@@ -45,6 +47,10 @@ struct DeltaGeometry {
   int64_t out_h, out_w, n;  // output [OH, OW, N]
   float scale;
   bool relu;
+  // Input column x is covered by output columns [ox_lo[x], ox_hi[x]]
+  // (tables, so that the per-element loop divides nothing).
+  const int64_t* ox_lo;
+  const int64_t* ox_hi;
 };
 
 template <typename TX, typename TW>
@@ -53,8 +59,8 @@ struct DeltaRow {
   const TX* x_prev;
   const float* acc_prev;
   float* acc;
-  const TW* w;        // [ks * ks * C, N] of the row's network
-  const float* bias;  // [C] of the row's network, or null
+  const TW* w;            // [ks * ks * C, N] of the row's network
+  const float* row_bias;  // [W * C]: its input bias along an image row (or zeros)
   bool fresh;
 };
 
@@ -65,15 +71,6 @@ TFRL_INLINE void Axpy(float* y, const TW* w, float d, int64_t n) {
   int64_t j = 0;
   for (; j + W <= n; j += W) StoreU(y + j, LoadU<V>(y + j) + d * LoadW<W>(w + j));
   for (; j < n; ++j) y[j] += d * Widen(w[j]);
-}
-
-// f(v) of the op's doc: scale, bias, then ReLU (NaN stays NaN).
-template <typename TX>
-TFRL_INLINE float InputValue(TX v, const DeltaGeometry& g, const float* bias, int64_t ch) {
-  float u = static_cast<float>(v) * g.scale;
-  if (bias != nullptr) u += bias[ch];
-  if (g.relu) u = u < 0.f ? 0.f : u;
-  return u;
 }
 
 // The outputs [lo, hi] along one axis whose window covers input position i.
@@ -103,11 +100,9 @@ TFRL_INLINE bool SameSpan(const unsigned char* a, const unsigned char* b) {
 template <int W, typename TX, typename TW>
 TFRL_INLINE void Scatter(const DeltaGeometry& g, const DeltaRow<TX, TW>& r, int64_t y,
                          int64_t oy_lo, int64_t oy_hi, int64_t x, int64_t ch, float d) {
-  int64_t ox_lo, ox_hi;
-  Covering(x, g.ks, g.stride, g.out_w, &ox_lo, &ox_hi);
   for (int64_t oy = oy_lo; oy <= oy_hi; ++oy) {
     const int64_t ky = y - oy * g.stride;
-    for (int64_t ox = ox_lo; ox <= ox_hi; ++ox) {
+    for (int64_t ox = g.ox_lo[x]; ox <= g.ox_hi[x]; ++ox) {
       const int64_t kx = x - ox * g.stride;
       Axpy<W>(r.acc + (oy * g.out_w + ox) * g.n,
               r.w + ((ky * g.ks + kx) * g.c + ch) * g.n, d, g.n);
@@ -115,14 +110,84 @@ TFRL_INLINE void Scatter(const DeltaGeometry& g, const DeltaRow<TX, TW>& r, int6
   }
 }
 
+// Elements [begin, end) (at most one span) of image row y of a row that is
+// not fresh: their change f(x) - f(x_prev) scattered into the row's
+// outputs. The changes are computed without branches, a span at a time.
 template <int W, typename TX, typename TW>
-TFRL_INLINE void DeltaRowImpl(const DeltaGeometry& g, const DeltaRow<TX, TW>& r) {
+TFRL_INLINE void ScatterChanges(const DeltaGeometry& g, const DeltaRow<TX, TW>& r,
+                                int64_t y, int64_t oy_lo, int64_t oy_hi, int64_t begin,
+                                int64_t end) {
+  const int64_t base = y * g.w * g.c;
+  const TX* xs = r.x + base + begin;
+  const TX* ps = r.x_prev + base + begin;
+  const float* bs = r.row_bias + begin;
+  const int64_t len = end - begin;
+  float d[kSpanBytes];
+  if (g.relu) {  // NaN stays NaN, as tf.nn.relu
+    for (int64_t i = 0; i < len; ++i) {
+      float u = static_cast<float>(xs[i]) * g.scale + bs[i];
+      float v = static_cast<float>(ps[i]) * g.scale + bs[i];
+      u = u < 0.f ? 0.f : u;
+      v = v < 0.f ? 0.f : v;
+      d[i] = u - v;
+    }
+  } else {
+    for (int64_t i = 0; i < len; ++i)
+      d[i] = (static_cast<float>(xs[i]) * g.scale + bs[i]) -
+             (static_cast<float>(ps[i]) * g.scale + bs[i]);
+  }
+  int64_t x = begin / g.c, ch = begin - x * g.c;
+  for (int64_t i = 0; i < len; ++i) {
+    if (d[i] != 0.f) Scatter<W>(g, r, y, oy_lo, oy_hi, x, ch, d[i]);  // 0: unchanged
+    if (++ch == g.c) {
+      ch = 0;
+      ++x;
+    }
+  }
+}
+
+// A fresh row in full, output by output: each output's N sums stay in L1
+// while its window is read (the same additions, in the same order, as
+// scattering every input value).
+template <int W, typename TX, typename TW>
+TFRL_INLINE void FreshRow(const DeltaGeometry& g, const DeltaRow<TX, TW>& r) {
+  const int64_t seg = g.ks * g.c;  // one kernel row: ks columns of C channels
+  for (int64_t oy = 0; oy < g.out_h; ++oy) {
+    for (int64_t ox = 0; ox < g.out_w; ++ox) {
+      float* out = r.acc + (oy * g.out_w + ox) * g.n;
+      const float* bs = r.row_bias + ox * g.stride * g.c;
+      for (int64_t ky = 0; ky < g.ks; ++ky) {
+        const TX* src = r.x + ((oy * g.stride + ky) * g.w + ox * g.stride) * g.c;
+        const TW* wr = r.w + ky * seg * g.n;
+        for (int64_t t = 0; t < seg; ++t) {
+          float v = static_cast<float>(src[t]) * g.scale + bs[t];
+          if (g.relu) v = v < 0.f ? 0.f : v;
+          if (v != 0.f) Axpy<W>(out, wr + t * g.n, v, g.n);
+        }
+      }
+    }
+  }
+}
+
+// Up to kGroupRows rows of one network, in lockstep: span after span of
+// each image row, every row's changed elements in turn, so the kernel rows a
+// span touches are read from memory once for the group and then come from
+// L1 (on a CPU the dense layer's scattered kernel rows are what a step
+// waits for). Each row still adds its changes in (y, x, channel) order.
+constexpr int kGroupRows = 8;
+
+template <int W, typename TX, typename TW>
+TFRL_INLINE void DeltaGroupImpl(const DeltaGeometry& g, const DeltaRow<TX, TW>* rows,
+                                int count) {
   static_assert(kSpanBytes % sizeof(TX) == 0, "spans hold whole elements");
   const int64_t out_size = g.out_h * g.out_w * g.n;
-  if (r.fresh) {
-    std::memset(r.acc, 0, sizeof(float) * out_size);
-  } else {
-    std::memcpy(r.acc, r.acc_prev, sizeof(float) * out_size);
+  for (int i = 0; i < count; ++i) {
+    if (rows[i].fresh) {
+      std::memset(rows[i].acc, 0, sizeof(float) * out_size);
+      FreshRow<W>(g, rows[i]);
+    } else {
+      std::memcpy(rows[i].acc, rows[i].acc_prev, sizeof(float) * out_size);
+    }
   }
   const int64_t row_len = g.w * g.c;
   const int64_t row_bytes = sizeof(TX) * row_len;
@@ -130,31 +195,27 @@ TFRL_INLINE void DeltaRowImpl(const DeltaGeometry& g, const DeltaRow<TX, TW>& r)
     int64_t oy_lo, oy_hi;
     Covering(y, g.ks, g.stride, g.out_h, &oy_lo, &oy_hi);
     if (oy_lo > oy_hi) continue;  // a row no window reaches
-    const TX* xr = r.x + y * row_len;
-    const TX* pr = r.x_prev + y * row_len;
-    if (r.fresh) {
-      for (int64_t e = 0; e < row_len; ++e) {
-        const int64_t ch = e % g.c;
-        const float d = InputValue(xr[e], g, r.bias, ch);
-        if (d != 0.f) Scatter<W>(g, r, y, oy_lo, oy_hi, e / g.c, ch, d);
-      }
-      continue;
+    bool live[kGroupRows];
+    bool any = false;
+    for (int i = 0; i < count; ++i) {
+      const DeltaRow<TX, TW>& r = rows[i];
+      live[i] = !r.fresh &&
+                std::memcmp(r.x + y * row_len, r.x_prev + y * row_len, row_bytes) != 0;
+      any = any || live[i];
     }
-    if (std::memcmp(xr, pr, row_bytes) == 0) continue;
-    // Only spans of the row that differ are looked at element by element.
-    const unsigned char* xb = reinterpret_cast<const unsigned char*>(xr);
-    const unsigned char* pb = reinterpret_cast<const unsigned char*>(pr);
+    if (!any) continue;
+    // Only spans that differ are looked at element by element.
     for (int64_t off = 0; off < row_bytes; off += kSpanBytes) {
       const int64_t len = std::min(kSpanBytes, row_bytes - off);
-      if (len == kSpanBytes ? SameSpan(xb + off, pb + off)
-                            : std::memcmp(xb + off, pb + off, len) == 0)
-        continue;
-      const int64_t end = (off + len) / sizeof(TX);
-      for (int64_t e = off / sizeof(TX); e < end; ++e) {
-        if (xr[e] == pr[e]) continue;
-        const int64_t ch = e % g.c;
-        const float d = InputValue(xr[e], g, r.bias, ch) - InputValue(pr[e], g, r.bias, ch);
-        if (d != 0.f) Scatter<W>(g, r, y, oy_lo, oy_hi, e / g.c, ch, d);  // 0: both below the ReLU
+      for (int i = 0; i < count; ++i) {
+        if (!live[i]) continue;
+        const DeltaRow<TX, TW>& r = rows[i];
+        const unsigned char* xb = reinterpret_cast<const unsigned char*>(r.x + y * row_len);
+        const unsigned char* pb = reinterpret_cast<const unsigned char*>(r.x_prev + y * row_len);
+        if (len == kSpanBytes ? SameSpan(xb + off, pb + off)
+                              : std::memcmp(xb + off, pb + off, len) == 0)
+          continue;
+        ScatterChanges<W>(g, r, y, oy_lo, oy_hi, off / sizeof(TX), (off + len) / sizeof(TX));
       }
     }
   }
@@ -162,34 +223,35 @@ TFRL_INLINE void DeltaRowImpl(const DeltaGeometry& g, const DeltaRow<TX, TW>& r)
 
 #if TFRL_X86
 template <typename TX, typename TW>
-__attribute__((target("avx512f,avx512dq,avx512bw,avx2,fma"))) void DeltaRowAvx512(
-    const DeltaGeometry& g, const DeltaRow<TX, TW>& r) {
-  DeltaRowImpl<16>(g, r);
+__attribute__((target("avx512f,avx512dq,avx512bw,avx2,fma"))) void DeltaGroupAvx512(
+    const DeltaGeometry& g, const DeltaRow<TX, TW>* rows, int count) {
+  DeltaGroupImpl<16>(g, rows, count);
 }
 template <typename TX, typename TW>
-__attribute__((target("avx2,fma"))) void DeltaRowAvx2(const DeltaGeometry& g,
-                                                     const DeltaRow<TX, TW>& r) {
-  DeltaRowImpl<8>(g, r);
+__attribute__((target("avx2,fma"))) void DeltaGroupAvx2(const DeltaGeometry& g,
+                                                       const DeltaRow<TX, TW>* rows,
+                                                       int count) {
+  DeltaGroupImpl<8>(g, rows, count);
 }
 #endif
 template <typename TX, typename TW>
-void DeltaRowBaseline(const DeltaGeometry& g, const DeltaRow<TX, TW>& r) {
-  DeltaRowImpl<4>(g, r);
+void DeltaGroupBaseline(const DeltaGeometry& g, const DeltaRow<TX, TW>* rows, int count) {
+  DeltaGroupImpl<4>(g, rows, count);
 }
 
 template <typename TX, typename TW>
-using DeltaRowFn = void (*)(const DeltaGeometry&, const DeltaRow<TX, TW>&);
+using DeltaGroupFn = void (*)(const DeltaGeometry&, const DeltaRow<TX, TW>*, int);
 
 template <typename TX, typename TW>
-DeltaRowFn<TX, TW> PickDeltaRow() {
+DeltaGroupFn<TX, TW> PickDeltaGroup() {
 #if TFRL_X86
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
-    return &DeltaRowAvx512<TX, TW>;
+    return &DeltaGroupAvx512<TX, TW>;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return &DeltaRowAvx2<TX, TW>;
+    return &DeltaGroupAvx2<TX, TW>;
 #endif
-  return &DeltaRowBaseline<TX, TW>;
+  return &DeltaGroupBaseline<TX, TW>;
 }
 
 template <typename T, typename TX>
@@ -198,7 +260,7 @@ class PopulationDeltaConv2DOp : public OpKernel {
 
  public:
   explicit PopulationDeltaConv2DOp(OpKernelConstruction* ctx)
-      : OpKernel(ctx), row_fn_(PickDeltaRow<TX, TW>()) {
+      : OpKernel(ctx), group_fn_(PickDeltaGroup<TX, TW>()) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("kernel_size", &kernel_size_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("stride", &stride_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("input_scale", &input_scale_));
@@ -228,7 +290,7 @@ class PopulationDeltaConv2DOp : public OpKernel {
                                         w.shape().DebugString()));
     const int64_t batch = x.dim_size(0);
     DeltaGeometry g{x.dim_size(1), x.dim_size(2), x.dim_size(3), kernel_size_, stride_,
-                    0, 0, w.dim_size(2), input_scale_, input_relu_};
+                    0, 0, w.dim_size(2), input_scale_, input_relu_, nullptr, nullptr};
     const int64_t pop = w.dim_size(0), k = g.ks * g.ks * g.c;
     OP_REQUIRES(ctx, g.h >= g.ks && g.w >= g.ks,
                 errors::InvalidArgument("x spatial size ", g.h, "x", g.w,
@@ -273,25 +335,51 @@ class PopulationDeltaConv2DOp : public OpKernel {
     const float* ad = acc_prev.flat<float>().data();
     float* od = acc->flat<float>().data();
     const TW* wd = WeightData<T>(w);
+    std::vector<int64_t> ox_lo(g.w), ox_hi(g.w);
+    for (int64_t x = 0; x < g.w; ++x) Covering(x, g.ks, g.stride, g.out_w, &ox_lo[x], &ox_hi[x]);
+    g.ox_lo = ox_lo.data();
+    g.ox_hi = ox_hi.data();
     const float* bd = has_bias ? input_bias.flat<float>().data() : nullptr;
     const auto fr = fresh.flat<bool>();
+    // Rows grouped by network (stable in b), cut into groups of at most
+    // kGroupRows: a group shares its kernel reads.
+    std::vector<int64_t> order(batch);
+    for (int64_t b = 0; b < batch; ++b) order[b] = b;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return idx(a) < idx(b); });
+    std::vector<int64_t> group_start;
+    for (int64_t i = 0; i < batch; ++i) {
+      if (i == 0 || idx(order[i]) != idx(order[i - 1]) ||
+          i - group_start.back() == kGroupRows)
+        group_start.push_back(i);
+    }
+    group_start.push_back(batch);
     auto work = [&](int64_t first, int64_t last) {
-      for (int64_t b = first; b < last; ++b) {
-        const int64_t p = idx(b);
-        const DeltaRow<TX, TW> row{xd + b * image, pd + b * image, ad + b * out_size,
-                                   od + b * out_size, wd + p * k * g.n,
-                                   bd != nullptr ? bd + p * g.c : nullptr, fr(b)};
-        row_fn_(g, row);
+      DeltaRow<TX, TW> rows[kGroupRows];
+      std::vector<float> row_bias(g.w * g.c, 0.f);
+      for (int64_t u = first; u < last; ++u) {
+        const int64_t begin = group_start[u], count = group_start[u + 1] - begin;
+        const int64_t p = idx(order[begin]);  // the group's network
+        if (bd != nullptr) {
+          for (int64_t e = 0; e < g.w * g.c; ++e) row_bias[e] = bd[p * g.c + e % g.c];
+        }
+        for (int64_t i = 0; i < count; ++i) {
+          const int64_t b = order[begin + i];
+          rows[i] = {xd + b * image, pd + b * image, ad + b * out_size, od + b * out_size,
+                     wd + p * k * g.n, row_bias.data(), fr(b)};
+        }
+        group_fn_(g, rows, static_cast<int>(count));
       }
     };
     // A changed row costs a small part of its full convolution (a fresh one
-    // all of it); either is enough for the pool to give each row a shard.
-    const int64_t cost = std::max<int64_t>(1, out_size * k / 16);
-    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(batch, cost, work);
+    // all of it); either is enough for the pool to give each group a shard.
+    const int64_t cost = std::max<int64_t>(1, kGroupRows * out_size * k / 16);
+    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
+        static_cast<int64_t>(group_start.size()) - 1, cost, work);
   }
 
  private:
-  const DeltaRowFn<TX, TW> row_fn_;
+  const DeltaGroupFn<TX, TW> group_fn_;
   int kernel_size_ = 1;
   int stride_ = 1;
   float input_scale_ = 1.0f;
