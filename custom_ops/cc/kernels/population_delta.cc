@@ -35,6 +35,7 @@ namespace {
 
 using population_simd::LoadU;
 using population_simd::LoadW;
+using population_simd::PickByIsa;
 using population_simd::Storage;
 using population_simd::StoreU;
 using population_simd::Vec;
@@ -245,13 +246,11 @@ using DeltaGroupFn = void (*)(const DeltaGeometry&, const DeltaRow<TX, TW>*, int
 template <typename TX, typename TW>
 DeltaGroupFn<TX, TW> PickDeltaGroup() {
 #if TFRL_X86
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
-    return &DeltaGroupAvx512<TX, TW>;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return &DeltaGroupAvx2<TX, TW>;
-#endif
+  return PickByIsa<DeltaGroupFn<TX, TW>>(&DeltaGroupAvx512<TX, TW>, &DeltaGroupAvx2<TX, TW>,
+                                         &DeltaGroupBaseline<TX, TW>);
+#else
   return &DeltaGroupBaseline<TX, TW>;
+#endif
 }
 
 template <typename T, typename TX>

@@ -42,6 +42,7 @@ namespace {
 
 using population_simd::LoadU;
 using population_simd::LoadW;
+using population_simd::PickByIsa;
 using population_simd::Storage;
 using population_simd::StoreU;
 using population_simd::Vec;
@@ -316,13 +317,10 @@ using GemmFn = void (*)(const GemmArgs<TW>&);
 template <typename TW>
 GemmFn<TW> PickGemm() {
 #if TFRL_X86
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
-    return &GemmAvx512<TW>;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return &GemmAvx2<TW>;
-#endif
+  return PickByIsa<GemmFn<TW>>(&GemmAvx512<TW>, &GemmAvx2<TW>, &GemmBaseline<TW>);
+#else
   return &GemmBaseline<TW>;
+#endif
 }
 
 // The active rows bucketed by network (counting sort, stable in b): bucket p

@@ -81,6 +81,21 @@ const typename Storage<T>::type* WeightData(const Tensor& w) {
   return reinterpret_cast<const typename Storage<T>::type*>(w.flat<T>().data());
 }
 
+// The widest of three builds of a kernel that this CPU runs: AVX-512,
+// AVX2 + FMA, or the baseline (each compiled with its own target attribute,
+// so the library loads on any x86-64 CPU).
+template <typename Fn>
+Fn PickByIsa(Fn avx512, Fn avx2, Fn baseline) {
+#if TFRL_X86
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) return avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return avx2;
+#endif
+  (void)avx512;
+  (void)avx2;
+  return baseline;
+}
+
 }  // namespace population_simd
 }  // namespace tensorflow
 

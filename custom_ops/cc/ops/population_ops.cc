@@ -29,6 +29,26 @@ static Status CheckBiasShape(InferenceContext* c, ShapeHandle w) {
   return c->Merge(c->Dim(bias, 1), c->Dim(w, 2), &unused);
 }
 
+// The VALID output height and width of a square kernel over x [B, H, W, C];
+// fails when a known spatial size is smaller than the kernel.
+static Status ConvOutputSize(InferenceContext* c, ShapeHandle x, int64_t ks, int64_t stride,
+                             const char* op, DimensionHandle out[2]) {
+  for (int d = 0; d < 2; ++d) {
+    DimensionHandle size = c->Dim(x, 1 + d);
+    if (c->ValueKnown(size)) {
+      const int64_t v = c->Value(size);
+      if (v < ks) {
+        return errors::InvalidArgument(op, ": spatial size ", v, " is smaller than kernel_size ",
+                                       ks);
+      }
+      out[d] = c->MakeDim((v - ks) / stride + 1);
+    } else {
+      out[d] = c->UnknownDim();
+    }
+  }
+  return OkStatus();
+}
+
 REGISTER_OP("PopulationMatmul")
     .Input("x: float")
     .Input("w: T")
@@ -113,19 +133,7 @@ REGISTER_OP("PopulationConv2D")
       TF_RETURN_IF_ERROR(c->Multiply(c->Dim(x, 3), ks * ks, &k));
       TF_RETURN_IF_ERROR(c->Merge(k, c->Dim(w, 1), &k));
       DimensionHandle out[2];
-      for (int d = 0; d < 2; ++d) {
-        DimensionHandle size = c->Dim(x, 1 + d);
-        if (c->ValueKnown(size)) {
-          const int64_t v = c->Value(size);
-          if (v < ks) {
-            return errors::InvalidArgument("PopulationConv2D: spatial size ", v,
-                                           " is smaller than kernel_size ", ks);
-          }
-          out[d] = c->MakeDim((v - ks) / stride + 1);
-        } else {
-          out[d] = c->UnknownDim();
-        }
-      }
+      TF_RETURN_IF_ERROR(ConvOutputSize(c, x, ks, stride, "PopulationConv2D", out));
       c->set_output(0, c->MakeShape({batch, out[0], out[1], c->Dim(w, 2)}));
       return OkStatus();
     })
@@ -200,19 +208,7 @@ REGISTER_OP("PopulationDeltaConv2D")
       TF_RETURN_IF_ERROR(c->Multiply(c->Dim(x, 3), ks * ks, &k));
       TF_RETURN_IF_ERROR(c->Merge(k, c->Dim(w, 1), &k));
       DimensionHandle out[2];
-      for (int d = 0; d < 2; ++d) {
-        DimensionHandle size = c->Dim(x, 1 + d);
-        if (c->ValueKnown(size)) {
-          const int64_t v = c->Value(size);
-          if (v < ks) {
-            return errors::InvalidArgument("PopulationDeltaConv2D: spatial size ", v,
-                                           " is smaller than kernel_size ", ks);
-          }
-          out[d] = c->MakeDim((v - ks) / stride + 1);
-        } else {
-          out[d] = c->UnknownDim();
-        }
-      }
+      TF_RETURN_IF_ERROR(ConvOutputSize(c, x, ks, stride, "PopulationDeltaConv2D", out));
       ShapeHandle acc = c->MakeShape({batch, out[0], out[1], c->Dim(w, 2)});
       ShapeHandle acc_prev;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 4, &acc_prev));
