@@ -379,13 +379,13 @@ class PopulationNetwork(tf.Module):
     """
     index = tf.convert_to_tensor(index, tf.int32)
     fresh = tf.convert_to_tensor(fresh, tf.bool)
-    x = tf.convert_to_tensor(obs, state[0].dtype)
-    x_prev = state[0]
+    obs = tf.convert_to_tensor(obs, state[0].dtype)
+    x, x_prev = obs, state[0]
     if len(self.layout.observation_shape) == 1:
       x, x_prev = x[:, None, None, :], x_prev[:, None, None, :]
     scale = 1.0 / 255.0 if x.dtype == tf.uint8 else 1.0
     input_bias, input_relu = None, False
-    new_state = [tf.convert_to_tensor(obs, state[0].dtype)]
+    new_state = [obs]
     for i, (layer, (ks, stride, _)) in enumerate(zip(self.layout.layers,
                                                      self._delta_geometry())):
       acc = delta_ops.population_delta_conv2d(
