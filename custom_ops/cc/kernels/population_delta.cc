@@ -4,24 +4,31 @@
 // A convolution is linear in its input, so this step's output is the last
 // step's output plus the convolution of the input's change. Consecutive Atari
 // frames differ in a few hundred of 28,224 values (the ball and the paddles
-// move, the background does not), and each changed value touches at most
-// ceil(ks / stride)^2 outputs, so a row costs a scan for the changed values
-// (whole unchanged image rows are skipped with one memcmp) plus one short
-// axpy of a kernel row per (changed value, covered output). The layers above
-// see the change thinned by the ReLUs: a few percent of the first
-// convolution's outputs and under a fifth of the second's (Pong, random
-// networks), which is what makes the dense layer's input sparse as well.
+// move, the background does not), and each changed value reaches at most
+// ceil(ks / stride)^2 outputs. The layers above see the change thinned by the
+// ReLUs: a few percent of the first convolution's outputs and under a fifth
+// of the second's (Pong, random networks), which is what makes the dense
+// layer's input sparse as well.
 //
-// Rows are grouped by network (the rows of one network read the same kernel
-// rows) and the groups run on the intra-op threads. Each output element is
-// accumulated in a fixed order (input row, column, channel ascending), so
-// results depend only on the row's own inputs.
+// A row costs two passes. The first finds the changed values (whole
+// unchanged image rows are skipped with one memcmp, unchanged 32-byte spans
+// with four word compares) and lists them by input position. The second
+// visits each output whose window holds a change and sums the changes times
+// their kernel rows in registers, a block of N at a time, so the output is
+// read and written once per block, not once per change (that halved the
+// time of the upper layers against scattering each change into the outputs).
+// A fresh row is the same with every value a change from zero.
+//
+// Rows run in network order on the intra-op threads. Each output element is
+// summed in a fixed order (window row, column, channel), so results depend
+// only on the row's own inputs.
 
 #pragma GCC optimize("fp-contract=fast")
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "tensorflow/core/framework/op_kernel.h"
@@ -58,21 +65,11 @@ template <typename TX, typename TW>
 struct DeltaRow {
   const TX* x;
   const TX* x_prev;
-  const float* acc_prev;
-  float* acc;
+  float* acc;             // holds acc_prev (or zeros when fresh) on entry
   const TW* w;            // [ks * ks * C, N] of the row's network
   const float* row_bias;  // [W * C]: its input bias along an image row (or zeros)
   bool fresh;
 };
-
-// y[0:n] += d * w[0:n].
-template <int W, typename TW>
-TFRL_INLINE void Axpy(float* y, const TW* w, float d, int64_t n) {
-  typedef typename Vec<W>::type V;
-  int64_t j = 0;
-  for (; j + W <= n; j += W) StoreU(y + j, LoadU<V>(y + j) + d * LoadW<W>(w + j));
-  for (; j < n; ++j) y[j] += d * Widen(w[j]);
-}
 
 // The outputs [lo, hi] along one axis whose window covers input position i.
 TFRL_INLINE void Covering(int64_t i, int64_t ks, int64_t stride, int64_t out,
@@ -96,33 +93,54 @@ TFRL_INLINE bool SameSpan(const unsigned char* a, const unsigned char* b) {
   return diff == 0;
 }
 
-// Adds d times the kernel rows of input (y, x, ch) to the outputs whose
-// window covers it (rows oy_lo..oy_hi).
-template <int W, typename TX, typename TW>
-TFRL_INLINE void Scatter(const DeltaGeometry& g, const DeltaRow<TX, TW>& r, int64_t y,
-                         int64_t oy_lo, int64_t oy_hi, int64_t x, int64_t ch, float d) {
-  for (int64_t oy = oy_lo; oy <= oy_hi; ++oy) {
-    const int64_t ky = y - oy * g.stride;
-    for (int64_t ox = g.ox_lo[x]; ox <= g.ox_hi[x]; ++ox) {
-      const int64_t kx = x - ox * g.stride;
-      Axpy<W>(r.acc + (oy * g.out_w + ox) * g.n,
-              r.w + ((ky * g.ks + kx) * g.c + ch) * g.n, d, g.n);
-    }
-  }
-}
+// A nonzero input change d: in a position's list `k` is its channel, in an
+// output's window list the kernel row it multiplies.
+struct Change {
+  float d;
+  int32_t k;
+};
 
-// Elements [begin, end) (at most one span) of image row y of a row that is
-// not fresh: their change f(x) - f(x_prev) scattered into the row's
-// outputs. The changes are computed without branches, a span at a time.
-template <int W, typename TX, typename TW>
-TFRL_INLINE void ScatterChanges(const DeltaGeometry& g, const DeltaRow<TX, TW>& r,
-                                int64_t y, int64_t oy_lo, int64_t oy_hi, int64_t begin,
-                                int64_t end) {
+// A row's changes, by input position, and the outputs they reach. Reused
+// row after row by one shard (only what a row set is reset after it).
+// The lists are sized for the worst case up front, left uninitialized, and
+// filled through counts (push_back is not inlined into the ISA-specific
+// builds, and cost a quarter of the op).
+struct DeltaScratch {
+  explicit DeltaScratch(const DeltaGeometry& g)
+      : pos_first(new int32_t[g.h * g.w]),
+        pos_count(g.h * g.w, 0),
+        changed_pos(new int32_t[g.h * g.w]),
+        changes(new Change[g.h * g.w * g.c]),
+        row_changed(g.h, 0),
+        changed_rows(new int32_t[g.h]),
+        touched(g.out_h * g.out_w, 0),
+        touched_list(new int32_t[g.out_h * g.out_w]),
+        window(new Change[g.ks * g.ks * g.c]) {}
+  std::unique_ptr<int32_t[]> pos_first;  // a position's run in `changes`
+  std::vector<int32_t> pos_count;
+  std::unique_ptr<int32_t[]> changed_pos;
+  std::unique_ptr<Change[]> changes;
+  std::vector<uint8_t> row_changed;  // an image row with a change
+  std::unique_ptr<int32_t[]> changed_rows;
+  std::vector<uint8_t> touched;  // an output whose window holds a change
+  std::unique_ptr<int32_t[]> touched_list;
+  std::unique_ptr<Change[]> window;
+  int64_t num_changed_pos = 0, num_changes = 0, num_changed_rows = 0, num_touched = 0;
+};
+
+// Records the changes f(x) - f(x_prev) (or f(x) when the row is fresh) of
+// elements [begin, end) (at most one span) of image row y, computed without
+// branches, and marks the outputs they reach.
+template <typename TX, typename TW>
+TFRL_INLINE void CollectSpan(const DeltaGeometry& g, const DeltaRow<TX, TW>& r, int64_t y,
+                             int64_t oy_lo, int64_t oy_hi, int64_t begin, int64_t end,
+                             DeltaScratch* s) {
   const int64_t base = y * g.w * g.c;
   const TX* xs = r.x + base + begin;
   const TX* ps = r.x_prev + base + begin;
   const float* bs = r.row_bias + begin;
   const int64_t len = end - begin;
+  const float keep_prev = r.fresh ? 0.f : 1.f;
   float d[kSpanBytes];
   if (g.relu) {  // NaN stays NaN, as tf.nn.relu
     for (int64_t i = 0; i < len; ++i) {
@@ -130,16 +148,33 @@ TFRL_INLINE void ScatterChanges(const DeltaGeometry& g, const DeltaRow<TX, TW>& 
       float v = static_cast<float>(ps[i]) * g.scale + bs[i];
       u = u < 0.f ? 0.f : u;
       v = v < 0.f ? 0.f : v;
-      d[i] = u - v;
+      d[i] = u - keep_prev * v;
     }
   } else {
     for (int64_t i = 0; i < len; ++i)
       d[i] = (static_cast<float>(xs[i]) * g.scale + bs[i]) -
-             (static_cast<float>(ps[i]) * g.scale + bs[i]);
+             keep_prev * (static_cast<float>(ps[i]) * g.scale + bs[i]);
   }
   int64_t x = begin / g.c, ch = begin - x * g.c;
   for (int64_t i = 0; i < len; ++i) {
-    if (d[i] != 0.f) Scatter<W>(g, r, y, oy_lo, oy_hi, x, ch, d[i]);  // 0: unchanged
+    if (d[i] != 0.f) {  // 0: unchanged (or, fresh, contributes nothing)
+      const int64_t p = y * g.w + x;
+      if (s->pos_count[p] == 0) {  // a position's changes are consecutive
+        s->pos_first[p] = static_cast<int32_t>(s->num_changes);
+        s->changed_pos[s->num_changed_pos++] = static_cast<int32_t>(p);
+        for (int64_t oy = oy_lo; oy <= oy_hi; ++oy) {
+          for (int64_t ox = g.ox_lo[x]; ox <= g.ox_hi[x]; ++ox) {
+            const int64_t o = oy * g.out_w + ox;
+            if (!s->touched[o]) {
+              s->touched[o] = 1;
+              s->touched_list[s->num_touched++] = static_cast<int32_t>(o);
+            }
+          }
+        }
+      }
+      s->changes[s->num_changes++] = {d[i], static_cast<int32_t>(ch)};
+      ++s->pos_count[p];
+    }
     if (++ch == g.c) {
       ch = 0;
       ++x;
@@ -147,109 +182,143 @@ TFRL_INLINE void ScatterChanges(const DeltaGeometry& g, const DeltaRow<TX, TW>& 
   }
 }
 
-// A fresh row in full, output by output: each output's N sums stay in L1
-// while its window is read (the same additions, in the same order, as
-// scattering every input value).
-template <int W, typename TX, typename TW>
-TFRL_INLINE void FreshRow(const DeltaGeometry& g, const DeltaRow<TX, TW>& r) {
-  const int64_t seg = g.ks * g.c;  // one kernel row: ks columns of C channels
-  for (int64_t oy = 0; oy < g.out_h; ++oy) {
-    for (int64_t ox = 0; ox < g.out_w; ++ox) {
-      float* out = r.acc + (oy * g.out_w + ox) * g.n;
-      const float* bs = r.row_bias + ox * g.stride * g.c;
-      for (int64_t ky = 0; ky < g.ks; ++ky) {
-        const TX* src = r.x + ((oy * g.stride + ky) * g.w + ox * g.stride) * g.c;
-        const TW* wr = r.w + ky * seg * g.n;
-        for (int64_t t = 0; t < seg; ++t) {
-          float v = static_cast<float>(src[t]) * g.scale + bs[t];
-          if (g.relu) v = v < 0.f ? 0.f : v;
-          if (v != 0.f) Axpy<W>(out, wr + t * g.n, v, g.n);
-        }
+// out[0 : V * W] += sum over `count` changes of d * (kernel row k)[0 : V * W],
+// summed in registers (the outputs are read and written once, not per change).
+template <int W, int V, typename TW>
+TFRL_INLINE void AccumulateBlock(float* out, const Change* c, int64_t count, const TW* w,
+                                 int64_t n) {
+  typedef typename Vec<W>::type VF;
+  VF sum[V];
+  for (int v = 0; v < V; ++v) sum[v] = VF{} ;
+  for (int64_t i = 0; i < count; ++i) {
+    const TW* wr = w + static_cast<int64_t>(c[i].k) * n;
+    const float d = c[i].d;
+    for (int v = 0; v < V; ++v) sum[v] += d * LoadW<W>(wr + v * W);
+  }
+  for (int v = 0; v < V; ++v) StoreU(out + v * W, LoadU<VF>(out + v * W) + sum[v]);
+}
+
+// The changes of one output's window (chunks of kChunk: their kernel rows stay
+// in L2 while the output's N columns are swept a register block at a time).
+constexpr int kBlockVecs = 8;
+constexpr int64_t kChunk = 64;
+
+template <int W, int V, typename TW>
+TFRL_INLINE void AccumulateTail(float* out, const Change* c, int64_t count, const TW* w,
+                                int64_t n, int vecs) {
+  if constexpr (V > 0) {
+    if (vecs == V) return AccumulateBlock<W, V>(out, c, count, w, n);
+    AccumulateTail<W, V - 1>(out, c, count, w, n, vecs);
+  }
+}
+
+template <int W, typename TW>
+TFRL_INLINE void AccumulateWindow(float* out, const Change* window, int64_t size, const TW* w,
+                                  int64_t n) {
+  constexpr int64_t kBlock = kBlockVecs * W;
+  const int64_t full = n / kBlock * kBlock;
+  const int vecs = static_cast<int>((n - full) / W);
+  const int64_t scalar = full + vecs * W;
+  for (int64_t c0 = 0; c0 < size; c0 += kChunk) {
+    const Change* c = window + c0;
+    const int64_t count = std::min<int64_t>(kChunk, size - c0);
+    for (int64_t j = 0; j < full; j += kBlock)
+      AccumulateBlock<W, kBlockVecs>(out + j, c, count, w + j, n);
+    if (vecs > 0) AccumulateTail<W, kBlockVecs - 1>(out + full, c, count, w + full, n, vecs);
+    if (scalar < n) {  // fewer than W columns: a sum per column, changes outermost
+      float sum[W] = {};
+      const int64_t rest = n - scalar;
+      for (int64_t i = 0; i < count; ++i) {
+        const TW* wr = w + static_cast<int64_t>(c[i].k) * n + scalar;
+        for (int64_t j = 0; j < rest; ++j) sum[j] += c[i].d * Widen(wr[j]);
       }
+      for (int64_t j = 0; j < rest; ++j) out[scalar + j] += sum[j];
     }
   }
 }
 
-// Up to kGroupRows rows of one network, in lockstep: span after span of
-// each image row, every row's changed elements in turn, so that the kernel
-// rows a span touches, once read for one row, are in L1 for the group's
-// other rows (whole GA runs on the AMD VM did not move measurably with it).
-// Each row still adds its changes in (y, x, channel) order.
-constexpr int kGroupRows = 8;
-
+// One row: its changes by position, then each reached output from the
+// changes in its window, in (kernel row, column, channel) order, so the
+// result depends only on the row's own inputs.
 template <int W, typename TX, typename TW>
-TFRL_INLINE void DeltaGroupImpl(const DeltaGeometry& g, const DeltaRow<TX, TW>* rows,
-                                int count) {
+TFRL_INLINE void DeltaRowImpl(const DeltaGeometry& g, const DeltaRow<TX, TW>& r,
+                              DeltaScratch* s) {
   static_assert(kSpanBytes % sizeof(TX) == 0, "spans hold whole elements");
-  const int64_t out_size = g.out_h * g.out_w * g.n;
-  for (int i = 0; i < count; ++i) {
-    if (rows[i].fresh) {
-      std::memset(rows[i].acc, 0, sizeof(float) * out_size);
-      FreshRow<W>(g, rows[i]);
-    } else {
-      std::memcpy(rows[i].acc, rows[i].acc_prev, sizeof(float) * out_size);
-    }
-  }
   const int64_t row_len = g.w * g.c;
   const int64_t row_bytes = sizeof(TX) * row_len;
   for (int64_t y = 0; y < g.h; ++y) {
     int64_t oy_lo, oy_hi;
     Covering(y, g.ks, g.stride, g.out_h, &oy_lo, &oy_hi);
     if (oy_lo > oy_hi) continue;  // a row no window reaches
-    bool live[kGroupRows];
-    bool any = false;
-    for (int i = 0; i < count; ++i) {
-      const DeltaRow<TX, TW>& r = rows[i];
-      live[i] = !r.fresh &&
-                std::memcmp(r.x + y * row_len, r.x_prev + y * row_len, row_bytes) != 0;
-      any = any || live[i];
-    }
-    if (!any) continue;
+    const unsigned char* xb = reinterpret_cast<const unsigned char*>(r.x + y * row_len);
+    const unsigned char* pb = reinterpret_cast<const unsigned char*>(r.x_prev + y * row_len);
+    if (!r.fresh && std::memcmp(xb, pb, row_bytes) == 0) continue;
+    const int64_t changes_before = s->num_changes;
     // Only spans that differ are looked at element by element.
     for (int64_t off = 0; off < row_bytes; off += kSpanBytes) {
       const int64_t len = std::min(kSpanBytes, row_bytes - off);
-      for (int i = 0; i < count; ++i) {
-        if (!live[i]) continue;
-        const DeltaRow<TX, TW>& r = rows[i];
-        const unsigned char* xb = reinterpret_cast<const unsigned char*>(r.x + y * row_len);
-        const unsigned char* pb = reinterpret_cast<const unsigned char*>(r.x_prev + y * row_len);
-        if (len == kSpanBytes ? SameSpan(xb + off, pb + off)
-                              : std::memcmp(xb + off, pb + off, len) == 0)
-          continue;
-        ScatterChanges<W>(g, r, y, oy_lo, oy_hi, off / sizeof(TX), (off + len) / sizeof(TX));
-      }
+      if (!r.fresh && (len == kSpanBytes ? SameSpan(xb + off, pb + off)
+                                         : std::memcmp(xb + off, pb + off, len) == 0))
+        continue;
+      CollectSpan(g, r, y, oy_lo, oy_hi, off / sizeof(TX), (off + len) / sizeof(TX), s);
+    }
+    if (s->num_changes > changes_before) {
+      s->row_changed[y] = 1;
+      s->changed_rows[s->num_changed_rows++] = static_cast<int32_t>(y);
     }
   }
+  Change* window = s->window.get();
+  for (int64_t t = 0; t < s->num_touched; ++t) {
+    const int32_t o = s->touched_list[t];
+    const int64_t oy = o / g.out_w, ox = o - oy * g.out_w;
+    int64_t size = 0;
+    for (int64_t ky = 0; ky < g.ks; ++ky) {
+      if (!s->row_changed[oy * g.stride + ky]) continue;
+      const int64_t p0 = (oy * g.stride + ky) * g.w + ox * g.stride;
+      for (int64_t kx = 0; kx < g.ks; ++kx) {
+        const int32_t count = s->pos_count[p0 + kx];
+        if (count == 0) continue;
+        const int32_t k0 = static_cast<int32_t>((ky * g.ks + kx) * g.c);
+        const Change* c = s->changes.get() + s->pos_first[p0 + kx];
+        for (int32_t i = 0; i < count; ++i) window[size++] = {c[i].d, k0 + c[i].k};
+      }
+    }
+    AccumulateWindow<W>(r.acc + o * g.n, window, size, r.w, g.n);
+    s->touched[o] = 0;
+  }
+  for (int64_t i = 0; i < s->num_changed_pos; ++i) s->pos_count[s->changed_pos[i]] = 0;
+  for (int64_t i = 0; i < s->num_changed_rows; ++i) s->row_changed[s->changed_rows[i]] = 0;
+  s->num_changed_pos = s->num_changes = s->num_changed_rows = s->num_touched = 0;
 }
 
 #if TFRL_X86
 template <typename TX, typename TW>
-__attribute__((target("avx512f,avx512dq,avx512bw,avx2,fma"))) void DeltaGroupAvx512(
-    const DeltaGeometry& g, const DeltaRow<TX, TW>* rows, int count) {
-  DeltaGroupImpl<16>(g, rows, count);
+__attribute__((target("avx512f,avx512dq,avx512bw,avx2,fma"))) void DeltaRowAvx512(
+    const DeltaGeometry& g, const DeltaRow<TX, TW>& r, DeltaScratch* s) {
+  DeltaRowImpl<16>(g, r, s);
 }
 template <typename TX, typename TW>
-__attribute__((target("avx2,fma"))) void DeltaGroupAvx2(const DeltaGeometry& g,
-                                                       const DeltaRow<TX, TW>* rows,
-                                                       int count) {
-  DeltaGroupImpl<8>(g, rows, count);
+__attribute__((target("avx2,fma"))) void DeltaRowAvx2(const DeltaGeometry& g,
+                                                     const DeltaRow<TX, TW>& r,
+                                                     DeltaScratch* s) {
+  DeltaRowImpl<8>(g, r, s);
 }
 #endif
 template <typename TX, typename TW>
-void DeltaGroupBaseline(const DeltaGeometry& g, const DeltaRow<TX, TW>* rows, int count) {
-  DeltaGroupImpl<4>(g, rows, count);
+void DeltaRowBaseline(const DeltaGeometry& g, const DeltaRow<TX, TW>& r, DeltaScratch* s) {
+  DeltaRowImpl<4>(g, r, s);
 }
 
 template <typename TX, typename TW>
-using DeltaGroupFn = void (*)(const DeltaGeometry&, const DeltaRow<TX, TW>*, int);
+using DeltaRowFn = void (*)(const DeltaGeometry&, const DeltaRow<TX, TW>&, DeltaScratch*);
 
 template <typename TX, typename TW>
-DeltaGroupFn<TX, TW> PickDeltaGroup() {
+DeltaRowFn<TX, TW> PickDeltaRow() {
 #if TFRL_X86
-  return PickByIsa<DeltaGroupFn<TX, TW>>(&DeltaGroupAvx512<TX, TW>, &DeltaGroupAvx2<TX, TW>,
-                                         &DeltaGroupBaseline<TX, TW>);
+  return PickByIsa<DeltaRowFn<TX, TW>>(&DeltaRowAvx512<TX, TW>, &DeltaRowAvx2<TX, TW>,
+                                       &DeltaRowBaseline<TX, TW>);
 #else
-  return &DeltaGroupBaseline<TX, TW>;
+  return &DeltaRowBaseline<TX, TW>;
 #endif
 }
 
@@ -259,7 +328,7 @@ class PopulationDeltaConv2DOp : public OpKernel {
 
  public:
   explicit PopulationDeltaConv2DOp(OpKernelConstruction* ctx)
-      : OpKernel(ctx), group_fn_(PickDeltaGroup<TX, TW>()) {
+      : OpKernel(ctx), row_fn_(PickDeltaRow<TX, TW>()) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("kernel_size", &kernel_size_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("stride", &stride_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("input_scale", &input_scale_));
@@ -340,45 +409,40 @@ class PopulationDeltaConv2DOp : public OpKernel {
     g.ox_hi = ox_hi.data();
     const float* bd = has_bias ? input_bias.flat<float>().data() : nullptr;
     const auto fr = fresh.flat<bool>();
-    // Rows grouped by network (stable in b), cut into groups of at most
-    // kGroupRows: a group shares its kernel reads.
+    // Rows in network order (stable in b): a shard's rows of one network share
+    // its input-bias row and, in cache, its kernel rows.
     std::vector<int64_t> order(batch);
     for (int64_t b = 0; b < batch; ++b) order[b] = b;
     std::stable_sort(order.begin(), order.end(),
                      [&](int64_t a, int64_t b) { return idx(a) < idx(b); });
-    std::vector<int64_t> group_start;
-    for (int64_t i = 0; i < batch; ++i) {
-      if (i == 0 || idx(order[i]) != idx(order[i - 1]) ||
-          i - group_start.back() == kGroupRows)
-        group_start.push_back(i);
-    }
-    group_start.push_back(batch);
     auto work = [&](int64_t first, int64_t last) {
-      DeltaRow<TX, TW> rows[kGroupRows];
+      DeltaScratch scratch(g);
       std::vector<float> row_bias(g.w * g.c, 0.f);
+      int64_t bias_of = -1;
       for (int64_t u = first; u < last; ++u) {
-        const int64_t begin = group_start[u], count = group_start[u + 1] - begin;
-        const int64_t p = idx(order[begin]);  // the group's network
-        if (bd != nullptr) {
+        const int64_t b = order[u], p = idx(b);
+        if (bd != nullptr && p != bias_of) {
           for (int64_t e = 0; e < g.w * g.c; ++e) row_bias[e] = bd[p * g.c + e % g.c];
+          bias_of = p;
         }
-        for (int64_t i = 0; i < count; ++i) {
-          const int64_t b = order[begin + i];
-          rows[i] = {xd + b * image, pd + b * image, ad + b * out_size, od + b * out_size,
-                     wd + p * k * g.n, row_bias.data(), fr(b)};
+        float* out = od + b * out_size;
+        if (fr(b)) {
+          std::memset(out, 0, sizeof(float) * out_size);
+        } else {
+          std::memcpy(out, ad + b * out_size, sizeof(float) * out_size);
         }
-        group_fn_(g, rows, static_cast<int>(count));
+        row_fn_(g, {xd + b * image, pd + b * image, out, wd + p * k * g.n, row_bias.data(), fr(b)},
+                &scratch);
       }
     };
     // A changed row costs a small part of its full convolution (a fresh one
-    // all of it); either is enough for the pool to give each group a shard.
-    const int64_t cost = std::max<int64_t>(1, kGroupRows * out_size * k / 16);
-    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
-        static_cast<int64_t>(group_start.size()) - 1, cost, work);
+    // all of it); either is enough for the pool to give each row a shard.
+    const int64_t cost = std::max<int64_t>(1, out_size * k / 16);
+    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(batch, cost, work);
   }
 
  private:
-  const DeltaGroupFn<TX, TW> group_fn_;
+  const DeltaRowFn<TX, TW> row_fn_;
   int kernel_size_ = 1;
   int stride_ = 1;
   float input_scale_ = 1.0f;
