@@ -36,6 +36,8 @@ class PopulationDeltaConv2DTest(tf.test.TestCase, parameterized.TestCase):
       ("conv_3x3_stride1_odd_n", np.float32, (7, 9, 5), 13, 3, 1, True),
       ("dense_over_feature_map", np.float32, (5, 5, 8), 40, 5, 1, True),
       ("dense_flat", np.float32, (1, 1, 37), 9, 1, 1, False),
+      # whole register blocks, a vector and single columns after them
+      ("wide_dense", np.float32, (4, 4, 8), 205, 4, 1, True),
   )
   def test_tracks_the_full_convolution(self, dtype, hwc, n, ks, stride, bias_relu):
     rng = np.random.default_rng(hwc[0] * 100 + n)
@@ -99,13 +101,16 @@ class PopulationDeltaConv2DTest(tf.test.TestCase, parameterized.TestCase):
                                              w, index[b:b + 1], fresh[b:b + 1], **kwargs)
       self.assertAllEqual(one[0], batch[b])  # bitwise: a fixed summation order
 
-  def test_bfloat16_weights_equal_float_op_on_rounded_weights(self):
+  # N: under a register block; whole blocks and an even number of vectors
+  # (bfloat16 columns widened in pairs); an odd number and single columns.
+  @parameterized.parameters(24, 208, 203)
+  def test_bfloat16_weights_equal_float_op_on_rounded_weights(self, n):
     rng = np.random.default_rng(4)
     x_prev = rng.standard_normal((3, 9, 9, 4)).astype(np.float32)
     x = _change(rng, x_prev, 0.1)
-    w = rng.standard_normal((2, 64, 24)).astype(np.float32)
+    w = rng.standard_normal((2, 64, n)).astype(np.float32)
     w16 = tf.cast(w, tf.bfloat16)
-    acc_prev = rng.standard_normal((3, 3, 3, 24)).astype(np.float32)
+    acc_prev = rng.standard_normal((3, 3, 3, n)).astype(np.float32)
     args = (x, x_prev, acc_prev)
     kwargs = dict(kernel_size=4, stride=2, input_bias=np.ones((2, 4), np.float32),
                   input_relu=True)
