@@ -68,33 +68,26 @@ def best_time(body, init):
 
 
 def layer_inputs(net, layout, obs, state, index):
-  """Per layer: (x, x_prev, acc_prev, op kwargs, GEMM input) of the step."""
-  rows = int(obs.shape[0])
+  """Per layer: (x, x_prev, acc_prev, f's kwargs) of the step from `state`.
+
+  One incremental step gives each layer's new output, the next layer's x;
+  the state holds the previous ones (x_prev, and each layer's acc_prev).
+  """
+  fresh = tf.zeros([int(obs.shape[0])], tf.bool)
+  new_state = net.incremental_logits(obs, index, fresh, state)[1]
   out = []
-  x, x_prev = obs, state[0]
-  scale, bias, relu = 1.0 / 255.0, None, False
-  for i, (layer, (ks, stride, _)) in enumerate(zip(layout.layers, net._delta_geometry())):  # pylint: disable=protected-access
-    kwargs = dict(kernel_size=ks, stride=stride, input_scale=scale, input_bias=bias,
-                  input_relu=relu)
-    acc = delta.population_delta_conv2d_op(x, x_prev, state[i + 1], net.kernels[i], index,
-                                           tf.zeros([rows], tf.bool), **kwargs)
-    # The GEMM layer's input: the previous layer's activation (frames as uint8).
-    gemm_in = x
-    if i > 0:
-      gemm_in = x + tf.gather(bias, index)[:, None, None, :]
-      gemm_in = tf.nn.relu(gemm_in) if relu else gemm_in
-    out.append((x, x_prev, state[i + 1], kwargs, gemm_in))
-    x, x_prev = acc, state[i + 1]
-    scale, bias, relu = 1.0, net.biases[i].value(), layer.relu
+  for i in range(len(layout.layers)):
+    if i == 0:  # uint8 frames, scaled inside the op
+      kwargs = dict(input_scale=1.0 / 255.0, input_bias=None, input_relu=False)
+    else:  # the previous layer's output, through its bias and ReLU
+      kwargs = dict(input_scale=1.0, input_bias=net.biases[i - 1].value(),
+                    input_relu=layout.layers[i - 1].relu)
+    out.append((new_state[i], state[i], state[i + 1], kwargs))
   return out
 
 
 def changed_fraction(x, x_prev, kwargs, index):
-  def f(v):
-    v = tf.cast(v, tf.float32) * kwargs["input_scale"]
-    if kwargs["input_bias"] is not None:
-      v += tf.gather(kwargs["input_bias"], index)[:, None, None, :]
-    return tf.nn.relu(v) if kwargs["input_relu"] else v
+  f = lambda v: delta.layer_input(v, index, **kwargs)
   return float(tf.reduce_mean(tf.cast(tf.not_equal(f(x), f(x_prev)), tf.float32)))
 
 
@@ -115,14 +108,17 @@ def measure(env, arch, weight_dtype):
   lib = pop_ops.load_library()
   results = []
   all_rows = tf.ones([rows], tf.bool)
-  for i, (x, x_prev, acc_prev, kwargs, gemm_in) in enumerate(
+  geometry = net._delta_geometry()  # pylint: disable=protected-access
+  for i, (x, x_prev, acc_prev, kwargs) in enumerate(
       layer_inputs(net, layout, obs, state, index)):
     layer = layout.layers[i]
     w = tf.identity(net.kernels[i].value())
     op_args = dict(input_bias=delta._input_bias(kwargs["input_bias"]),  # pylint: disable=protected-access
-                   kernel_size=kwargs["kernel_size"], stride=kwargs["stride"],
+                   kernel_size=geometry[i][0], stride=geometry[i][1],
                    input_scale=float(kwargs["input_scale"]),
                    input_relu=bool(kwargs["input_relu"]))
+    # The GEMM layer's input: the previous layer's activation (frames as uint8).
+    gemm_in = x if i == 0 else delta.layer_input(x, index, **kwargs)
     x, x_prev = delta._prepare(x, x_prev, acc_prev, w, index, all_rows)[:2]  # pylint: disable=protected-access
 
     def delta_body(prev, fresh, unchanged=False):

@@ -72,20 +72,26 @@ def population_delta_conv2d_op(x, x_prev, acc_prev, w, index, fresh, *,
       input_scale=float(input_scale), input_relu=bool(input_relu))
 
 
+def layer_input(x, index, *, input_scale: float = 1.0, input_bias=None,
+                input_relu: bool = False) -> tf.Tensor:
+  """f(x) [B, H, W, C] float32: what the layer convolves (see the module doc)."""
+  index = tf.cast(tf.convert_to_tensor(index), tf.int32)
+  u = tf.cast(tf.convert_to_tensor(x), tf.float32) * input_scale
+  if input_bias is not None:
+    u = u + tf.gather(tf.convert_to_tensor(input_bias, tf.float32), index)[:, None, None, :]
+  return tf.nn.relu(u) if input_relu else u
+
+
 def population_delta_conv2d_reference(x, x_prev, acc_prev, w, index, fresh, *,
                                       kernel_size: int, stride: int = 1,
                                       input_scale: float = 1.0, input_bias=None,
                                       input_relu: bool = False) -> tf.Tensor:
   """The full convolution of f(x), with `population_conv2d_reference`."""
   del x_prev, acc_prev, fresh  # the exact value does not depend on them.
-  index = tf.cast(tf.convert_to_tensor(index), tf.int32)
-  u = tf.cast(tf.convert_to_tensor(x), tf.float32) * input_scale
-  if input_bias is not None:
-    u = u + tf.gather(tf.convert_to_tensor(input_bias, tf.float32), index)[:, None, None, :]
-  if input_relu:
-    u = tf.nn.relu(u)
-  return pop_ops.population_conv2d_reference(u, w, index, kernel_size=kernel_size,
-                                             stride=stride)
+  u = layer_input(x, index, input_scale=input_scale, input_bias=input_bias,
+                  input_relu=input_relu)
+  return pop_ops.population_conv2d_reference(u, w, tf.cast(index, tf.int32),
+                                             kernel_size=kernel_size, stride=stride)
 
 
 def population_delta_conv2d(x, x_prev, acc_prev, w, index, fresh, *, kernel_size: int,

@@ -294,9 +294,9 @@ TFRL_INLINE void FreshRowImpl(const DeltaGeometry& g, const DeltaRow<TX, TW>& r,
   }
 }
 
-// One row that is not fresh: its changes by position, then each reached output from the
-// changes in its window, in (kernel row, column, channel) order, so the
-// result depends only on the row's own inputs.
+// One row that is not fresh: its changes by position, then each reached
+// output from the changes in its window, in (kernel row, column, channel)
+// order, so the result depends only on the row's own inputs.
 template <int W, typename TX, typename TW>
 TFRL_INLINE void DeltaRowImpl(const DeltaGeometry& g, const DeltaRow<TX, TW>& r,
                               DeltaScratch* s) {
