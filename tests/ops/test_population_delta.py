@@ -101,6 +101,31 @@ class PopulationDeltaConv2DTest(tf.test.TestCase, parameterized.TestCase):
                                              w, index[b:b + 1], fresh[b:b + 1], **kwargs)
       self.assertAllEqual(one[0], batch[b])  # bitwise: a fixed summation order
 
+  def test_dense_runs_of_one_network_match_rows_alone(self):
+    # A dense layer sums the rows of one network together, in runs of up to
+    # 8 (here 10 rows of network 1 around a fresh one, and two of network 0).
+    rng = np.random.default_rng(6)
+    b = 13
+    x_prev = np.maximum(rng.standard_normal((b, 6, 6, 16)), 0).astype(np.float32)
+    x = _change(rng, x_prev, 0.2)
+    w = rng.standard_normal((2, 576, 70)).astype(np.float32)
+    bias = rng.standard_normal((2, 16)).astype(np.float32)
+    index = np.array([1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1], np.int32)
+    kwargs = dict(kernel_size=6, stride=1, input_bias=bias, input_relu=True)
+    acc_prev = delta.population_delta_conv2d_reference(x_prev, None, None, w, index, None,
+                                                       **kwargs)
+    fresh = np.zeros(b, bool)
+    fresh[5] = True
+    batch = delta.population_delta_conv2d_op(x, x_prev, acc_prev, w, index, fresh, **kwargs)
+    full = delta.population_delta_conv2d_reference(x, x_prev, acc_prev, w, index, fresh,
+                                                   **kwargs)
+    self.assertAllClose(batch, full, rtol=1e-4, atol=1e-3)
+    for row in range(b):
+      one = delta.population_delta_conv2d_op(
+          x[row:row + 1], x_prev[row:row + 1], acc_prev[row:row + 1], w,
+          index[row:row + 1], fresh[row:row + 1], **kwargs)
+      self.assertAllEqual(one[0], batch[row])
+
   # N: under a register block; whole blocks and an even number of vectors
   # (bfloat16 columns widened in pairs); an odd number and single columns.
   @parameterized.parameters(24, 208, 203)

@@ -19,9 +19,10 @@
 // time of the upper layers against scattering each change into the outputs).
 // A fresh row is the same with every value a change from zero.
 //
-// Rows run in network order on the intra-op threads. Each output element is
-// summed in a fixed order (window row, column, channel), so results depend
-// only on the row's own inputs.
+// Rows run in network order on the intra-op threads, a dense layer's rows of
+// one network as a run that shares each read of a kernel row. Each output
+// element is summed in a fixed order (window row, column, channel), so
+// results depend only on the row's own inputs.
 
 #pragma GCC optimize("fp-contract=fast")
 
@@ -294,14 +295,12 @@ TFRL_INLINE void FreshRowImpl(const DeltaGeometry& g, const DeltaRow<TX, TW>& r,
   }
 }
 
-// One row that is not fresh: its changes by position, then each reached
-// output from the changes in its window, in (kernel row, column, channel)
-// order, so the result depends only on the row's own inputs.
-template <int W, typename TX, typename TW>
-TFRL_INLINE void DeltaRowImpl(const DeltaGeometry& g, const DeltaRow<TX, TW>& r,
-                              DeltaScratch* s) {
+// A row's first pass: its changes f(x) - f(x_prev) by input position, the
+// image rows they are on and the outputs they reach.
+template <typename TX, typename TW>
+TFRL_INLINE void CollectRow(const DeltaGeometry& g, const DeltaRow<TX, TW>& r,
+                            DeltaScratch* s) {
   static_assert(kSpanBytes % sizeof(TX) == 0, "spans hold whole elements");
-  if (r.fresh) return FreshRowImpl<W>(g, r, s->window.get());
   const int64_t row_len = g.w * g.c;
   const int64_t row_bytes = sizeof(TX) * row_len;
   for (int64_t y = 0; y < g.h; ++y) {
@@ -325,58 +324,128 @@ TFRL_INLINE void DeltaRowImpl(const DeltaGeometry& g, const DeltaRow<TX, TW>& r,
       s->changed_rows[s->num_changed_rows++] = static_cast<int32_t>(y);
     }
   }
-  Change* window = s->window.get();
-  for (int64_t t = 0; t < s->num_touched; ++t) {
-    const int32_t o = s->touched_list[t];
-    const int64_t oy = o / g.out_w, ox = o - oy * g.out_w;
-    int64_t size = 0;
-    for (int64_t ky = 0; ky < g.ks; ++ky) {
-      if (!s->row_changed[oy * g.stride + ky]) continue;
-      const int64_t p0 = (oy * g.stride + ky) * g.w + ox * g.stride;
-      for (int64_t kx = 0; kx < g.ks; ++kx) {
-        const int32_t count = s->pos_count[p0 + kx];
-        if (count == 0) continue;
-        const int32_t k0 = static_cast<int32_t>((ky * g.ks + kx) * g.c);
-        const Change* c = s->changes.get() + s->pos_first[p0 + kx];
-        for (int32_t i = 0; i < count; ++i) window[size++] = {c[i].d, k0 + c[i].k};
-      }
+}
+
+// The changes in output o's window, in (kernel row, column, channel) order,
+// into `window`; returns their count.
+TFRL_INLINE int64_t WindowOf(const DeltaGeometry& g, const DeltaScratch& s, int32_t o,
+                             Change* window) {
+  const int64_t oy = o / g.out_w, ox = o - oy * g.out_w;
+  int64_t size = 0;
+  for (int64_t ky = 0; ky < g.ks; ++ky) {
+    if (!s.row_changed[oy * g.stride + ky]) continue;
+    const int64_t p0 = (oy * g.stride + ky) * g.w + ox * g.stride;
+    for (int64_t kx = 0; kx < g.ks; ++kx) {
+      const int32_t count = s.pos_count[p0 + kx];
+      if (count == 0) continue;
+      const int32_t k0 = static_cast<int32_t>((ky * g.ks + kx) * g.c);
+      const Change* c = s.changes.get() + s.pos_first[p0 + kx];
+      for (int32_t i = 0; i < count; ++i) window[size++] = {c[i].d, k0 + c[i].k};
     }
-    AccumulateWindow<W>(r.acc + o * g.n, window, size, r.w, g.n);
-    s->touched[o] = 0;
   }
+  return size;
+}
+
+// Clears what a row set in the scratch, for the next row.
+TFRL_INLINE void ResetScratch(DeltaScratch* s) {
+  for (int64_t i = 0; i < s->num_touched; ++i) s->touched[s->touched_list[i]] = 0;
   for (int64_t i = 0; i < s->num_changed_pos; ++i) s->pos_count[s->changed_pos[i]] = 0;
   for (int64_t i = 0; i < s->num_changed_rows; ++i) s->row_changed[s->changed_rows[i]] = 0;
   s->num_changed_pos = s->num_changes = s->num_changed_rows = s->num_touched = 0;
 }
 
+// One row that is not fresh: its changes by position, then each reached
+// output from the changes in its window, so that the result depends only on
+// the row's own inputs.
+template <int W, typename TX, typename TW>
+TFRL_INLINE void DeltaRowImpl(const DeltaGeometry& g, const DeltaRow<TX, TW>& r,
+                              DeltaScratch* s) {
+  if (r.fresh) return FreshRowImpl<W>(g, r, s->window.get());
+  CollectRow(g, r, s);
+  Change* window = s->window.get();
+  for (int64_t t = 0; t < s->num_touched; ++t) {
+    const int32_t o = s->touched_list[t];
+    AccumulateWindow<W>(r.acc + o * g.n, window, WindowOf(g, *s, o, window), r.w, g.n);
+  }
+  ResetScratch(s);
+}
+
+// A dense layer (one output, whose window is the whole input) on up to
+// kRunRows rows of one network, none fresh. Rows of a network see much the
+// same changes (the same paddles and ball in other positions): on Pong the
+// union of 8 rows' changed dense inputs is 1.5-3x one row's, not 8x. So the
+// kernel is walked once, kRangeRows rows at a time, and each row adds its
+// changes in that range while those kernel rows are in cache: a kernel row
+// read from L3 (a network's dense kernel is MBs) serves every row of the run
+// that changed it. Each row's sum is chunked at the fixed range boundaries,
+// so it still depends only on its own inputs. On the Zen3 VM this took the
+// large net's dense layer from 32.6 to 26.9 us per row (bfloat16: 26.9 to
+// 22.2); ranges of 16-128 rows measured alike, and software prefetch of the
+// next range's kernel rows gained nothing.
+constexpr int kRunRows = 8;
+constexpr int64_t kRangeRows = 32;
+
+template <int W, typename TX, typename TW>
+TFRL_INLINE void DenseRunImpl(const DeltaGeometry& g, const DeltaRow<TX, TW>* rows, int count,
+                              DeltaScratch* s, Change* const* windows) {
+  int64_t size[kRunRows], pos[kRunRows];
+  const int64_t k = g.ks * g.ks * g.c;
+  for (int r = 0; r < count; ++r) {
+    CollectRow(g, rows[r], s);
+    size[r] = s->num_touched > 0 ? WindowOf(g, *s, 0, windows[r]) : 0;
+    pos[r] = 0;
+    ResetScratch(s);
+  }
+  for (int64_t k1 = kRangeRows; k1 < k + kRangeRows; k1 += kRangeRows) {
+    for (int r = 0; r < count; ++r) {
+      const Change* c = windows[r] + pos[r];
+      int64_t end = pos[r];
+      while (end < size[r] && windows[r][end].k < k1) ++end;
+      if (end > pos[r]) AccumulateWindow<W>(rows[r].acc, c, end - pos[r], rows[r].w, g.n);
+      pos[r] = end;
+    }
+  }
+}
+
+template <int W, typename TX, typename TW>
+TFRL_INLINE void DeltaRunImpl(const DeltaGeometry& g, const DeltaRow<TX, TW>* rows, int count,
+                              DeltaScratch* s, Change* const* windows) {
+  if (g.out_h * g.out_w == 1 && !rows[0].fresh)
+    return DenseRunImpl<W>(g, rows, count, s, windows);
+  for (int r = 0; r < count; ++r) DeltaRowImpl<W>(g, rows[r], s);
+}
+
 #if TFRL_X86
 template <typename TX, typename TW>
-__attribute__((target("avx512f,avx512dq,avx512bw,avx2,fma"))) void DeltaRowAvx512(
-    const DeltaGeometry& g, const DeltaRow<TX, TW>& r, DeltaScratch* s) {
-  DeltaRowImpl<16>(g, r, s);
+__attribute__((target("avx512f,avx512dq,avx512bw,avx2,fma"))) void DeltaRunAvx512(
+    const DeltaGeometry& g, const DeltaRow<TX, TW>* rows, int count, DeltaScratch* s,
+    Change* const* windows) {
+  DeltaRunImpl<16>(g, rows, count, s, windows);
 }
 template <typename TX, typename TW>
-__attribute__((target("avx2,fma"))) void DeltaRowAvx2(const DeltaGeometry& g,
-                                                     const DeltaRow<TX, TW>& r,
-                                                     DeltaScratch* s) {
-  DeltaRowImpl<8>(g, r, s);
+__attribute__((target("avx2,fma"))) void DeltaRunAvx2(const DeltaGeometry& g,
+                                                     const DeltaRow<TX, TW>* rows, int count,
+                                                     DeltaScratch* s, Change* const* windows) {
+  DeltaRunImpl<8>(g, rows, count, s, windows);
 }
 #endif
 template <typename TX, typename TW>
-void DeltaRowBaseline(const DeltaGeometry& g, const DeltaRow<TX, TW>& r, DeltaScratch* s) {
-  DeltaRowImpl<4>(g, r, s);
+void DeltaRunBaseline(const DeltaGeometry& g, const DeltaRow<TX, TW>* rows, int count,
+                      DeltaScratch* s, Change* const* windows) {
+  DeltaRunImpl<4>(g, rows, count, s, windows);
 }
 
 template <typename TX, typename TW>
-using DeltaRowFn = void (*)(const DeltaGeometry&, const DeltaRow<TX, TW>&, DeltaScratch*);
+using DeltaRunFn = void (*)(const DeltaGeometry&, const DeltaRow<TX, TW>*, int, DeltaScratch*,
+                            Change* const*);
 
 template <typename TX, typename TW>
-DeltaRowFn<TX, TW> PickDeltaRow() {
+DeltaRunFn<TX, TW> PickDeltaRun() {
 #if TFRL_X86
-  return PickByIsa<DeltaRowFn<TX, TW>>(&DeltaRowAvx512<TX, TW>, &DeltaRowAvx2<TX, TW>,
-                                       &DeltaRowBaseline<TX, TW>);
+  return PickByIsa<DeltaRunFn<TX, TW>>(&DeltaRunAvx512<TX, TW>, &DeltaRunAvx2<TX, TW>,
+                                       &DeltaRunBaseline<TX, TW>);
 #else
-  return &DeltaRowBaseline<TX, TW>;
+  return &DeltaRunBaseline<TX, TW>;
 #endif
 }
 
@@ -386,7 +455,7 @@ class PopulationDeltaConv2DOp : public OpKernel {
 
  public:
   explicit PopulationDeltaConv2DOp(OpKernelConstruction* ctx)
-      : OpKernel(ctx), row_fn_(PickDeltaRow<TX, TW>()) {
+      : OpKernel(ctx), run_fn_(PickDeltaRun<TX, TW>()) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("kernel_size", &kernel_size_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("stride", &stride_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("input_scale", &input_scale_));
@@ -467,40 +536,69 @@ class PopulationDeltaConv2DOp : public OpKernel {
     g.ox_hi = ox_hi.data();
     const float* bd = has_bias ? input_bias.flat<float>().data() : nullptr;
     const auto fr = fresh.flat<bool>();
-    // Rows in network order (stable in b): a shard's rows of one network share
-    // its input-bias row and, in cache, its kernel rows.
+    // Rows in network order (stable in b), cut into runs: up to kRunRows rows
+    // of one network that are not fresh (a fresh row is a run of its own).
+    // A run's rows share its input-bias row and, in cache, its kernel rows.
     std::vector<int64_t> order(batch);
     for (int64_t b = 0; b < batch; ++b) order[b] = b;
     std::stable_sort(order.begin(), order.end(),
                      [&](int64_t a, int64_t b) { return idx(a) < idx(b); });
-    auto work = [&](int64_t first, int64_t last) {
+    // Only a dense layer's rows form runs of more than one (a convolution's
+    // kernel is small enough to stay in cache from row to row, and a run is
+    // one shard of the thread pool).
+    const bool dense = g.out_h * g.out_w == 1;
+    std::vector<int64_t> run_start;
+    for (int64_t u = 0; u < batch; ++u) {
+      const int64_t b = order[u];
+      const bool joins = dense && !run_start.empty() && u - run_start.back() < kRunRows &&
+                         !fr(b) && !fr(order[u - 1]) && idx(order[u - 1]) == idx(b);
+      if (!joins) run_start.push_back(u);
+    }
+    const int64_t runs = static_cast<int64_t>(run_start.size());
+    run_start.push_back(batch);
+    auto work = [&](int64_t first_run, int64_t last_run) {
       DeltaScratch scratch(g);
       std::vector<float> row_bias(g.w * g.c, 0.f);
       int64_t bias_of = -1;
-      for (int64_t u = first; u < last; ++u) {
-        const int64_t b = order[u], p = idx(b);
+      // A dense run's rows keep their change lists until the run is summed.
+      std::vector<std::unique_ptr<Change[]>> window_store;
+      Change* windows[kRunRows] = {};
+      if (dense) {
+        for (int r = 0; r < kRunRows; ++r) {
+          window_store.emplace_back(new Change[k]);
+          windows[r] = window_store.back().get();
+        }
+      }
+      DeltaRow<TX, TW> rows[kRunRows];
+      for (int64_t run = first_run; run < last_run; ++run) {
+        const int64_t p = idx(order[run_start[run]]);
         if (bd != nullptr && p != bias_of) {
           for (int64_t e = 0; e < g.w * g.c; ++e) row_bias[e] = bd[p * g.c + e % g.c];
           bias_of = p;
         }
-        float* out = od + b * out_size;
-        if (fr(b)) {
-          std::memset(out, 0, sizeof(float) * out_size);
-        } else {
-          std::memcpy(out, ad + b * out_size, sizeof(float) * out_size);
+        int count = 0;
+        for (int64_t u = run_start[run]; u < run_start[run + 1]; ++u) {
+          const int64_t b = order[u];
+          float* out = od + b * out_size;
+          if (fr(b)) {
+            std::memset(out, 0, sizeof(float) * out_size);
+          } else {
+            std::memcpy(out, ad + b * out_size, sizeof(float) * out_size);
+          }
+          rows[count++] = {xd + b * image, pd + b * image, out, wd + p * k * g.n,
+                           row_bias.data(), fr(b)};
         }
-        row_fn_(g, {xd + b * image, pd + b * image, out, wd + p * k * g.n, row_bias.data(), fr(b)},
-                &scratch);
+        run_fn_(g, rows, count, &scratch, windows);
       }
     };
     // A changed row costs a small part of its full convolution (a fresh one
-    // all of it); either is enough for the pool to give each row a shard.
+    // all of it); either is enough for the pool to give each run a shard.
     const int64_t cost = std::max<int64_t>(1, out_size * k / 16);
-    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(batch, cost, work);
+    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(runs, cost, work);
   }
 
  private:
-  const DeltaRowFn<TX, TW> row_fn_;
+  const DeltaRunFn<TX, TW> run_fn_;
   int kernel_size_ = 1;
   int stride_ = 1;
   float input_scale_ = 1.0f;
