@@ -219,3 +219,74 @@ class PopulationDeltaConv2DTest(tf.test.TestCase, parameterized.TestCase):
 
 if __name__ == "__main__":
   tf.test.main()
+
+
+class PopulationDeltaNetTest(tf.test.TestCase, parameterized.TestCase):
+  """The whole-network op against the chain of per-layer ops, bit for bit."""
+
+  test_session = None
+
+  # (kernel size, stride, N) per layer over a [20, 20, 4] input: two
+  # convolutions, a dense layer over the 7x7 map and a policy layer.
+  LAYERS = ((4, 2, 8), (3, 1, 8), (7, 1, 70), (1, 1, 5))
+
+  def _chain(self, obs, obs_prev, acc_prev, kernels, biases, index, fresh):
+    acc, x, x_prev = [], obs, obs_prev
+    for i, (ks, stride, _) in enumerate(self.LAYERS):
+      kwargs = (dict(input_scale=1 / 255) if i == 0 else
+                dict(input_bias=biases[i - 1], input_relu=True))
+      out = delta.population_delta_conv2d_op(x, x_prev, acc_prev[i], kernels[i], index,
+                                             fresh, kernel_size=ks, stride=stride, **kwargs)
+      acc.append(out)
+      x, x_prev = out, acc_prev[i]
+    return acc[-1][:, 0, 0, :] + tf.gather(biases[-1], index), acc
+
+  @parameterized.parameters(tf.float32, tf.bfloat16)
+  def test_equals_the_chain_of_layer_ops(self, dtype):
+    rng = np.random.default_rng(7)
+    b, p = 13, 3
+    kernels, biases, c, size = [], [], 4, 20
+    for ks, stride, n in self.LAYERS:
+      kernels.append(tf.cast(rng.standard_normal((p, ks * ks * c, n)) / ks, dtype))
+      biases.append(rng.standard_normal((p, n)).astype(np.float32) * 0.3)
+      size, c = (size - ks) // stride + 1, n
+    # Rows of one network in runs longer than 8, and of others.
+    index = np.array([1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 2, 1, 1], np.int32)
+    obs_prev = rng.integers(0, 256, (b, 20, 20, 4)).astype(np.uint8)
+    state = [np.full((b,) + tuple(a.shape[1:]), np.nan, np.float32)
+             for a in self._chain(obs_prev, obs_prev,
+                                  [np.zeros((b, 9, 9, 8), np.float32),
+                                   np.zeros((b, 7, 7, 8), np.float32),
+                                   np.zeros((b, 1, 1, 70), np.float32),
+                                   np.zeros((b, 1, 1, 5), np.float32)],
+                                  kernels, biases, index, np.ones(b, bool))[1]]
+    fresh = np.ones(b, bool)
+    geometry = dict(kernel_sizes=[l[0] for l in self.LAYERS],
+                    strides=[l[1] for l in self.LAYERS], relus=[True] * 3,
+                    input_scale=1 / 255)
+    for step in range(8):
+      obs = obs_prev if step == 0 else _change(rng, obs_prev, 0.01)
+      want_logits, want = self._chain(obs, obs_prev, state, kernels, biases, index, fresh)
+      logits, got = delta.population_delta_net_op(obs, obs_prev, state, kernels, biases,
+                                                  index, fresh, **geometry)
+      self.assertAllEqual(logits, want_logits, msg=f"step {step}")
+      for g, w in zip(got, want):
+        self.assertAllEqual(g, w, msg=f"step {step}")
+      state = [w.numpy() for w in want]
+      obs_prev = obs
+      fresh = rng.random(b) < 0.15
+
+  def test_bad_input_is_rejected(self):
+    w = [tf.zeros([2, 16, 3]), tf.zeros([2, 3, 4])]
+    bias = [tf.zeros([2, 3]), tf.zeros([2, 4])]
+    obs = tf.zeros([1, 4, 4, 1], tf.uint8)
+    acc = [tf.zeros([1, 1, 1, 3]), tf.zeros([1, 1, 1, 4])]
+    kwargs = dict(kernel_sizes=[4, 1], strides=[1, 1], relus=[True])
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "out of range"):
+      delta.population_delta_net_op(obs, obs, acc, w, bias, [2], [False], **kwargs)
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "w\\[1\\] must be"):
+      delta.population_delta_net_op(obs, obs, acc, [w[0], tf.zeros([2, 5, 4])], bias, [0],
+                                    [False], **kwargs)
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "relus L - 1"):
+      delta.population_delta_net_op(obs, obs, acc, w, bias, [0], [False], kernel_sizes=[4, 1],
+                                    strides=[1, 1], relus=[])

@@ -375,7 +375,8 @@ class PopulationNetwork(tf.Module):
     is that of their previous step; rows with `fresh` (a new network or
     episode, or a periodic refresh) are computed in full and need no state.
     Only the inputs that changed since the previous step cost arithmetic
-    (`tfrl.ops.population_delta`).
+    (`tfrl.ops.population_delta`: one op for the whole network; without the
+    op library, each layer's full convolution in plain TensorFlow).
     """
     index = tf.convert_to_tensor(index, tf.int32)
     fresh = tf.convert_to_tensor(fresh, tf.bool)
@@ -384,14 +385,21 @@ class PopulationNetwork(tf.Module):
     if len(self.layout.observation_shape) == 1:
       x, x_prev = x[:, None, None, :], x_prev[:, None, None, :]
     scale = 1.0 / 255.0 if x.dtype == tf.uint8 else 1.0
+    geometry = self._delta_geometry()
+    if self.use_op:  # the whole network as one op (the layer ops chained, bitwise)
+      logits, acc = delta_ops.population_delta_net_op(
+          x, x_prev, state[1:], [k.value() for k in self.kernels],
+          [b.value() for b in self.biases], index, fresh,
+          kernel_sizes=[ks for ks, _, _ in geometry], strides=[st for _, st, _ in geometry],
+          relus=[layer.relu for layer in self.layout.layers[:-1]], input_scale=scale)
+      return logits, [obs] + acc
     input_bias, input_relu = None, False
     new_state = [obs]
-    for i, (layer, (ks, stride, _)) in enumerate(zip(self.layout.layers,
-                                                     self._delta_geometry())):
+    for i, (layer, (ks, stride, _)) in enumerate(zip(self.layout.layers, geometry)):
       acc = delta_ops.population_delta_conv2d(
           x, x_prev, state[i + 1], self.kernels[i], index, fresh, kernel_size=ks,
           stride=stride, input_scale=scale, input_bias=input_bias,
-          input_relu=input_relu, use_op=self.use_op)
+          input_relu=input_relu, use_op=False)
       new_state.append(acc)
       x, x_prev = acc, state[i + 1]
       scale, input_bias, input_relu = 1.0, self.biases[i].value(), layer.relu

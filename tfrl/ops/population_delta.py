@@ -19,7 +19,7 @@ plain TensorFlow (x_prev, acc_prev and fresh do not matter to it); it is the
 fallback when the compiled library is absent and the tests' yardstick.
 """
 
-from typing import Optional
+from typing import List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -70,6 +70,46 @@ def population_delta_conv2d_op(x, x_prev, acc_prev, w, index, fresh, *,
       x=x, x_prev=x_prev, acc_prev=acc_prev, w=w, index=index, fresh=fresh,
       input_bias=_input_bias(input_bias), kernel_size=kernel_size, stride=stride,
       input_scale=float(input_scale), input_relu=bool(input_relu))
+
+
+def population_delta_net_op(obs, obs_prev, acc_prev: Sequence, kernels: Sequence,
+                            biases: Sequence, index, fresh, *, kernel_sizes: Sequence[int],
+                            strides: Sequence[int], relus: Sequence[bool],
+                            input_scale: float = 1.0) -> Tuple[tf.Tensor, List[tf.Tensor]]:
+  """One incremental step of a whole network (compiled op; ImportError if missing).
+
+  The per-layer ops chained, bitwise: layer i is `population_delta_conv2d_op`
+  with kernel_sizes[i] and strides[i], its input obs (scaled by input_scale)
+  for i = 0 and else acc[i - 1] with biases[i - 1] and ReLU if relus[i - 1].
+  Each acc_prev[i] is updated in place when TensorFlow hands its buffer over,
+  the input changes of layer i + 1 are read off the outputs layer i updated,
+  and the step is one op.
+
+  Args:
+    obs, obs_prev: [B, H, W, C] uint8 or float32 (obs_prev ignored where fresh).
+    acc_prev: each layer's output (no bias) at the previous step.
+    kernels: [P, K_i, N_i] float32 or bfloat16, one dtype for all layers.
+    biases: [P, N_i] float32.
+    index: [B] int32; fresh: [B] bool rows to compute in full.
+
+  Returns:
+    (logits [B, N_last] = acc[-1] + biases[-1][index], the new acc list).
+  """
+  obs = tf.convert_to_tensor(obs)
+  if obs.dtype != tf.uint8:
+    obs = tf.cast(obs, tf.float32)
+  kernels = [tf.convert_to_tensor(w) for w in kernels]
+  dtype = kernels[0].dtype if kernels[0].dtype in pop_ops.WEIGHT_DTYPES else tf.float32
+  logits, acc = pop_ops.load_library().population_delta_net(
+      obs=obs, obs_prev=tf.cast(tf.convert_to_tensor(obs_prev), obs.dtype),
+      acc_prev=[tf.convert_to_tensor(a, tf.float32) for a in acc_prev],
+      w=[tf.cast(w, dtype) for w in kernels],
+      bias=[tf.convert_to_tensor(b, tf.float32) for b in biases],
+      index=tf.cast(tf.convert_to_tensor(index), tf.int32),
+      fresh=tf.convert_to_tensor(fresh, tf.bool), kernel_sizes=[int(k) for k in kernel_sizes],
+      strides=[int(s) for s in strides], relus=[bool(r) for r in relus],
+      input_scale=float(input_scale))
+  return logits, list(acc)
 
 
 def layer_input(x, index, *, input_scale: float = 1.0, input_bias=None,

@@ -253,4 +253,72 @@ input_relu: whether f ends with max(., 0).
 acc: the output, shaped as acc_prev.
 )doc");
 
+REGISTER_OP("PopulationDeltaNet")
+    .Input("obs: TX")
+    .Input("obs_prev: TX")
+    .Input("acc_prev: L * float")
+    .Input("w: L * T")
+    .Input("bias: L * float")
+    .Input("index: int32")
+    .Input("fresh: bool")
+    .Output("logits: float")
+    .Output("acc: L * float")
+    .Attr("L: int >= 1")
+    .Attr("T: {float, bfloat16} = DT_FLOAT")
+    .Attr("TX: {float, uint8} = DT_FLOAT")
+    .Attr("kernel_sizes: list(int)")
+    .Attr("strides: list(int)")
+    .Attr("relus: list(bool)")
+    .Attr("input_scale: float = 1.0")
+    .SetShapeFn([](InferenceContext* c) {
+      int64_t layers;
+      TF_RETURN_IF_ERROR(c->GetAttr("L", &layers));
+      ShapeHandle obs, obs_prev, index, fresh;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &obs));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 4, &obs_prev));
+      TF_RETURN_IF_ERROR(c->Merge(obs, obs_prev, &obs));
+      const int first_index = 2 + 3 * static_cast<int>(layers);
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(first_index), 1, &index));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(first_index + 1), 1, &fresh));
+      DimensionHandle batch = c->Dim(obs, 0);
+      TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(index, 0), &batch));
+      TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(fresh, 0), &batch));
+      ShapeHandle last_w;
+      for (int i = 0; i < layers; ++i) {
+        ShapeHandle acc;
+        TF_RETURN_IF_ERROR(c->WithRank(c->input(2 + i), 4, &acc));
+        TF_RETURN_IF_ERROR(c->WithRank(c->input(2 + layers + i), 3, &last_w));
+        DimensionHandle unused;
+        TF_RETURN_IF_ERROR(c->Merge(c->Dim(acc, 0), batch, &unused));
+        TF_RETURN_IF_ERROR(c->Merge(c->Dim(acc, 3), c->Dim(last_w, 2), &unused));
+        c->set_output(1 + i, acc);
+      }
+      c->set_output(0, c->Matrix(batch, c->Dim(last_w, 2)));
+      return OkStatus();
+    })
+    .Doc(R"doc(
+One step of incremental inference of a whole population network: the
+PopulationDeltaConv2D ops of its L layers chained, in one op.
+
+Layer i convolves (VALID, kernel_sizes[i], strides[i]) its input with
+w[i][index[b]] into acc[i]; layer 0's input is obs * input_scale, layer i's
+(i >= 1) is acc[i - 1] + bias[i - 1][index[b]], then max(., 0) if
+relus[i - 1]. logits = acc[L - 1] + bias[L - 1][index[b]]. Rows that are
+not fresh update acc_prev by the change of obs since obs_prev; the results
+are bitwise those of the chained per-layer ops. Unlike the chain, each
+acc_prev[i] is updated in place when TensorFlow lets the op reuse its
+buffer, a layer's input changes are read off the outputs the layer below
+updated instead of found by a scan, and a step is one op.
+
+obs, obs_prev: [B, H, W, C] float32 or uint8 (obs_prev ignored where fresh).
+acc_prev: L tensors [B, OH_i, OW_i, N_i] float32, acc at the previous step.
+w: L tensors [P, kernel_sizes[i]^2 * C_i, N_i] float32 or bfloat16.
+bias: L tensors [P, N_i] float32.
+index: [B] int32 network of each row, in [0, P).
+fresh: [B] bool rows to compute in full.
+relus: L - 1 bools, whether layer i's output goes through max(., 0).
+logits: [B, N_{L-1}].
+acc: the new acc, shaped as acc_prev.
+)doc");
+
 }  // namespace tensorflow

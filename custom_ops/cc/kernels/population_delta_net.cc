@@ -1,0 +1,472 @@
+// CPU kernel of PopulationDeltaNet (see population_ops.cc): one step of
+// incremental inference of a whole population network, the per-layer
+// PopulationDeltaConv2D chained in one op, with the same results bit for
+// bit (population_delta_row.h has the row machinery both use).
+//
+// What the chain costs and this op does not:
+//  * a copy of every layer's last output into its new one (86 KB per row and
+//    step for the Nature net): here acc_prev is updated in place when
+//    TensorFlow hands its buffer over (its only reader is this op);
+//  * a scan of every layer's whole input for changes: here layer i + 1's
+//    input changes are read off the outputs layer i updated, comparing each
+//    one's old and new values through the bias and ReLU;
+//  * five ops per step, each a pass over the thread pool: here one.
+// Rows run in runs of one network (none fresh), layer by layer, so that a
+// dense layer sums a run's rows together as the per-layer op does.
+
+#pragma GCC optimize("fp-contract=fast")
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+#include "tensorflow/core/platform/mutex.h"
+#include "tensorflow/core/platform/threadpool.h"
+#include "population_delta_row.h"
+#include "population_simd.h"
+
+namespace tensorflow {
+namespace {
+
+using population_delta::AccumulateWindow;
+using population_delta::Change;
+using population_delta::CollectRow;
+using population_delta::Covering;
+using population_delta::DeltaGeometry;
+using population_delta::DeltaRow;
+using population_delta::DeltaScratch;
+using population_delta::FreshRowImpl;
+using population_delta::kRunRows;
+using population_delta::ResetScratch;
+using population_delta::SumDenseRun;
+using population_delta::WindowOf;
+using population_simd::PickByIsa;
+using population_simd::Storage;
+using population_simd::WeightData;
+
+// One layer of this call: its geometry (input = obs or the layer below's
+// output) and tensors.
+template <typename TW>
+struct NetLayer {
+  DeltaGeometry g;
+  std::vector<int64_t> ox_lo, ox_hi;
+  int64_t in_size = 0, out_size = 0, k = 0;
+  const float* acc_prev = nullptr;
+  float* acc = nullptr;
+  const TW* w = nullptr;      // [P, K, N]
+  const float* bias = nullptr;  // [P, N]: added to this layer's output
+  bool relu_out = false;      // the output goes through max(., 0) to the next layer
+};
+
+template <typename TX, typename TW>
+struct NetCall {
+  std::vector<NetLayer<TW>> layers;
+  const TX* obs = nullptr;
+  const TX* obs_prev = nullptr;
+};
+
+// A shard's scratch: each layer's change lists for each row of a run, the
+// dense runs' windows, and the old values of the outputs being updated.
+struct NetScratch {
+  template <typename TX, typename TW>
+  explicit NetScratch(const NetCall<TX, TW>& call) : shape(ShapeKey(call)) {
+    int64_t max_k = 0, max_n = 0;
+    for (const auto& l : call.layers) {
+      std::vector<std::unique_ptr<DeltaScratch>> per_row;
+      for (int r = 0; r < kRunRows; ++r) per_row.emplace_back(new DeltaScratch(l.g));
+      scratch.push_back(std::move(per_row));
+      row_bias.emplace_back(l.g.w * l.g.c, 0.f);
+      max_k = std::max(max_k, l.k);
+      max_n = std::max(max_n, l.g.n);
+    }
+    for (int r = 0; r < kRunRows; ++r) {
+      windows_store.emplace_back(new Change[max_k]);
+      windows[r] = windows_store.back().get();
+      old_store.emplace_back(new float[max_n]);
+      old[r] = old_store.back().get();
+    }
+  }
+  // The layers' geometry it was made for.
+  template <typename TX, typename TW>
+  static std::vector<int64_t> ShapeKey(const NetCall<TX, TW>& call) {
+    std::vector<int64_t> key;
+    for (const auto& l : call.layers)
+      key.insert(key.end(), {l.g.h, l.g.w, l.g.c, l.g.ks, l.g.stride, l.g.n});
+    return key;
+  }
+  const std::vector<int64_t> shape;
+  std::vector<std::vector<std::unique_ptr<DeltaScratch>>> scratch;  // [layer][row]
+  std::vector<std::vector<float>> row_bias;  // [layer]: its input bias along an image row
+  int64_t bias_of = -1;
+  std::vector<std::unique_ptr<Change[]>> windows_store;
+  Change* windows[kRunRows] = {};
+  std::vector<std::unique_ptr<float[]>> old_store;
+  float* old[kRunRows] = {};
+};
+
+// Layer i's output o went from old[0:N] to now[0:N]: records the changes of
+// the next layer's input at position o (through layer i's bias and ReLU,
+// computed as the per-layer op computes f(x) - f(x_prev)) and marks the next
+// layer's outputs they reach.
+TFRL_INLINE void EmitChanges(const DeltaGeometry& next, int64_t o, const float* old,
+                             const float* now, const float* bias, DeltaScratch* s) {
+  const int64_t y = o / next.w, x = o - y * next.w;
+  int64_t oy_lo, oy_hi;
+  Covering(y, next.ks, next.stride, next.out_h, &oy_lo, &oy_hi);
+  if (oy_lo > oy_hi) return;  // a position no window of the next layer reaches
+  const int64_t first = s->num_changes;
+  for (int64_t ch = 0; ch < next.c; ++ch) {
+    float u = now[ch] * next.scale + bias[ch];
+    float v = old[ch] * next.scale + bias[ch];
+    if (next.relu) {
+      u = u < 0.f ? 0.f : u;
+      v = v < 0.f ? 0.f : v;
+    }
+    const float d = u - v;
+    s->changes[s->num_changes] = {d, static_cast<int32_t>(ch)};
+    s->num_changes += d != 0.f;
+  }
+  const int64_t count = s->num_changes - first;
+  if (count == 0) return;
+  s->pos_first[o] = static_cast<int32_t>(first);
+  s->pos_count[o] = static_cast<int32_t>(count);
+  s->changed_pos[s->num_changed_pos++] = static_cast<int32_t>(o);
+  for (int64_t oy = oy_lo; oy <= oy_hi; ++oy) {
+    for (int64_t ox = next.ox_lo[x]; ox <= next.ox_hi[x]; ++ox) {
+      const int64_t t = oy * next.out_w + ox;
+      if (!s->touched[t]) {
+        s->touched[t] = 1;
+        s->touched_list[s->num_touched++] = static_cast<int32_t>(t);
+      }
+    }
+  }
+  if (!s->row_changed[y]) {
+    s->row_changed[y] = 1;
+    s->changed_rows[s->num_changed_rows++] = static_cast<int32_t>(y);
+  }
+}
+
+// One run: `count` rows (batch indices `rows`) of network p, all fresh
+// (then count is 1) or none.
+template <int W, typename TX, typename TW>
+TFRL_INLINE void NetRunImpl(const NetCall<TX, TW>& call, int64_t p, const int64_t* rows,
+                            int count, bool fresh, NetScratch* ns) {
+  const int num_layers = static_cast<int>(call.layers.size());
+  if (ns->bias_of != p) {  // each layer's input bias along an image row
+    for (int i = 1; i < num_layers; ++i) {
+      const auto& l = call.layers[i];
+      const float* b = call.layers[i - 1].bias + p * l.g.c;
+      for (int64_t e = 0; e < l.g.w * l.g.c; ++e) ns->row_bias[i][e] = b[e % l.g.c];
+    }
+    ns->bias_of = p;
+  }
+  for (int i = 0; i < num_layers; ++i) {
+    const NetLayer<TW>& l = call.layers[i];
+    const DeltaGeometry& g = l.g;
+    const TW* w = l.w + p * l.k * g.n;
+    const NetLayer<TW>* next = i + 1 < num_layers ? &call.layers[i + 1] : nullptr;
+    const float* out_bias = l.bias + p * g.n;
+    if (fresh) {
+      float* out = l.acc + rows[0] * l.out_size;
+      std::memset(out, 0, sizeof(float) * l.out_size);
+      if (i == 0) {
+        FreshRowImpl<W>(g, DeltaRow<TX, TW>{call.obs + rows[0] * l.in_size, nullptr, out, w,
+                                            ns->row_bias[0].data(), true},
+                        ns->windows[0]);
+      } else {
+        const NetLayer<TW>& below = call.layers[i - 1];
+        FreshRowImpl<W>(g, DeltaRow<float, TW>{below.acc + rows[0] * below.out_size, nullptr,
+                                               out, w, ns->row_bias[i].data(), true},
+                        ns->windows[0]);
+      }
+      continue;
+    }
+    if (i == 0) {
+      for (int r = 0; r < count; ++r) {
+        CollectRow(g, DeltaRow<TX, TW>{call.obs + rows[r] * l.in_size,
+                                       call.obs_prev + rows[r] * l.in_size, nullptr, w,
+                                       ns->row_bias[0].data(), false},
+                   ns->scratch[0][r].get());
+      }
+    }
+    if (g.out_h * g.out_w == 1) {  // dense: the run's rows summed together
+      int64_t size[kRunRows];
+      DeltaRow<float, TW> dense_rows[kRunRows];
+      for (int r = 0; r < count; ++r) {
+        DeltaScratch* s = ns->scratch[i][r].get();
+        size[r] = s->num_touched > 0 ? WindowOf(g, *s, 0, ns->windows[r]) : 0;
+        ResetScratch(s);
+        float* out = l.acc + rows[r] * l.out_size;
+        std::memcpy(ns->old[r], out, sizeof(float) * g.n);
+        dense_rows[r] = {nullptr, nullptr, out, w, nullptr, false};
+      }
+      SumDenseRun<W>(g, dense_rows, count, ns->windows, size);
+      if (next != nullptr) {
+        for (int r = 0; r < count; ++r) {
+          if (size[r] > 0)
+            EmitChanges(next->g, 0, ns->old[r], dense_rows[r].acc, out_bias,
+                        ns->scratch[i + 1][r].get());
+        }
+      }
+      continue;
+    }
+    for (int r = 0; r < count; ++r) {
+      DeltaScratch* s = ns->scratch[i][r].get();
+      float* acc = l.acc + rows[r] * l.out_size;
+      Change* window = ns->windows[0];
+      for (int64_t t = 0; t < s->num_touched; ++t) {
+        const int32_t o = s->touched_list[t];
+        float* out = acc + o * g.n;
+        if (next != nullptr) std::memcpy(ns->old[0], out, sizeof(float) * g.n);
+        AccumulateWindow<W>(out, window, WindowOf(g, *s, o, window), w, g.n);
+        if (next != nullptr)
+          EmitChanges(next->g, o, ns->old[0], out, out_bias, ns->scratch[i + 1][r].get());
+      }
+      ResetScratch(s);
+    }
+  }
+}
+
+#if TFRL_X86
+template <typename TX, typename TW>
+__attribute__((target("avx512f,avx512dq,avx512bw,avx2,fma"))) void NetRunAvx512(
+    const NetCall<TX, TW>& call, int64_t p, const int64_t* rows, int count, bool fresh,
+    NetScratch* ns) {
+  NetRunImpl<16>(call, p, rows, count, fresh, ns);
+}
+template <typename TX, typename TW>
+__attribute__((target("avx2,fma"))) void NetRunAvx2(const NetCall<TX, TW>& call, int64_t p,
+                                                   const int64_t* rows, int count, bool fresh,
+                                                   NetScratch* ns) {
+  NetRunImpl<8>(call, p, rows, count, fresh, ns);
+}
+#endif
+template <typename TX, typename TW>
+void NetRunBaseline(const NetCall<TX, TW>& call, int64_t p, const int64_t* rows, int count,
+                    bool fresh, NetScratch* ns) {
+  NetRunImpl<4>(call, p, rows, count, fresh, ns);
+}
+
+template <typename TX, typename TW>
+using NetRunFn = void (*)(const NetCall<TX, TW>&, int64_t, const int64_t*, int, bool,
+                          NetScratch*);
+
+template <typename TX, typename TW>
+NetRunFn<TX, TW> PickNetRun() {
+#if TFRL_X86
+  return PickByIsa<NetRunFn<TX, TW>>(&NetRunAvx512<TX, TW>, &NetRunAvx2<TX, TW>,
+                                     &NetRunBaseline<TX, TW>);
+#else
+  return &NetRunBaseline<TX, TW>;
+#endif
+}
+
+template <typename T, typename TX>
+class PopulationDeltaNetOp : public OpKernel {
+  typedef typename Storage<T>::type TW;
+
+ public:
+  explicit PopulationDeltaNetOp(OpKernelConstruction* ctx)
+      : OpKernel(ctx), run_fn_(PickNetRun<TX, TW>()) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("L", &num_layers_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("kernel_sizes", &kernel_sizes_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("strides", &strides_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("relus", &relus_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("input_scale", &input_scale_));
+    OP_REQUIRES(ctx, static_cast<int>(kernel_sizes_.size()) == num_layers_ &&
+                         static_cast<int>(strides_.size()) == num_layers_ &&
+                         static_cast<int>(relus_.size()) == num_layers_ - 1,
+                errors::InvalidArgument("kernel_sizes and strides need L = ", num_layers_,
+                                        " values and relus L - 1, got ", kernel_sizes_.size(),
+                                        ", ", strides_.size(), " and ", relus_.size()));
+    for (int i = 0; i < num_layers_; ++i) {
+      OP_REQUIRES(ctx, kernel_sizes_[i] >= 1 && strides_[i] >= 1,
+                  errors::InvalidArgument("layer ", i, ": kernel_size and stride must be >= 1, "
+                                          "got ", kernel_sizes_[i], " and ", strides_[i]));
+    }
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const int layers = num_layers_;
+    const Tensor& obs = ctx->input(0);
+    const Tensor& obs_prev = ctx->input(1);
+    const Tensor& index = ctx->input(2 + 3 * layers);
+    const Tensor& fresh = ctx->input(3 + 3 * layers);
+    OP_REQUIRES(ctx, obs.dims() == 4,
+                errors::InvalidArgument("obs must be rank 4 [B, H, W, C], got shape ",
+                                        obs.shape().DebugString()));
+    OP_REQUIRES(ctx, obs_prev.shape() == obs.shape(),
+                errors::InvalidArgument("obs_prev must have the shape of obs ",
+                                        obs.shape().DebugString(), ", got ",
+                                        obs_prev.shape().DebugString()));
+    const int64_t batch = obs.dim_size(0);
+    OP_REQUIRES(ctx, index.dims() == 1 && index.dim_size(0) == batch,
+                errors::InvalidArgument("index must be [B] = [", batch, "], got shape ",
+                                        index.shape().DebugString()));
+    OP_REQUIRES(ctx, fresh.dims() == 1 && fresh.dim_size(0) == batch,
+                errors::InvalidArgument("fresh must be [B] = [", batch, "], got shape ",
+                                        fresh.shape().DebugString()));
+    NetCall<TX, TW> call;
+    call.layers.resize(layers);
+    int64_t h = obs.dim_size(1), w = obs.dim_size(2), c = obs.dim_size(3), pop = -1;
+    for (int i = 0; i < layers; ++i) {
+      const Tensor& wt = ctx->input(2 + layers + i);
+      const Tensor& bias = ctx->input(2 + 2 * layers + i);
+      const Tensor& acc_prev = ctx->input(2 + i);
+      const int64_t ks = kernel_sizes_[i], stride = strides_[i];
+      OP_REQUIRES(ctx, wt.dims() == 3,
+                  errors::InvalidArgument("w[", i, "] must be rank 3 [P, K, N], got shape ",
+                                          wt.shape().DebugString()));
+      if (pop < 0) pop = wt.dim_size(0);
+      OP_REQUIRES(ctx, h >= ks && w >= ks,
+                  errors::InvalidArgument("layer ", i, ": input size ", h, "x", w,
+                                          " is smaller than kernel_size ", ks));
+      OP_REQUIRES(ctx, wt.dim_size(0) == pop && wt.dim_size(1) == ks * ks * c,
+                  errors::InvalidArgument("w[", i, "] must be [P = ", pop, ", ",
+                                          ks * ks * c, ", N] (kernel_size^2 * C), got shape ",
+                                          wt.shape().DebugString()));
+      const int64_t n = wt.dim_size(2);
+      OP_REQUIRES(ctx, bias.dims() == 2 && bias.dim_size(0) == pop && bias.dim_size(1) == n,
+                  errors::InvalidArgument("bias[", i, "] must be [P, N] = [", pop, ", ", n,
+                                          "], got shape ", bias.shape().DebugString()));
+      NetLayer<TW>& l = call.layers[i];
+      l.g = DeltaGeometry{h, w, c, ks, stride, (h - ks) / stride + 1, (w - ks) / stride + 1,
+                          n, i == 0 ? input_scale_ : 1.0f, i > 0 && relus_[i - 1],
+                          nullptr, nullptr};
+      const TensorShape out_shape({batch, l.g.out_h, l.g.out_w, n});
+      OP_REQUIRES(ctx, acc_prev.shape() == out_shape,
+                  errors::InvalidArgument("acc_prev[", i, "] must be ",
+                                          out_shape.DebugString(), ", got ",
+                                          acc_prev.shape().DebugString()));
+      l.ox_lo.resize(w);
+      l.ox_hi.resize(w);
+      for (int64_t x = 0; x < w; ++x) Covering(x, ks, stride, l.g.out_w, &l.ox_lo[x], &l.ox_hi[x]);
+      l.g.ox_lo = l.ox_lo.data();
+      l.g.ox_hi = l.ox_hi.data();
+      l.in_size = h * w * c;
+      l.out_size = l.g.out_h * l.g.out_w * n;
+      l.k = ks * ks * c;
+      l.acc_prev = acc_prev.flat<float>().data();
+      l.w = WeightData<T>(wt);
+      l.bias = bias.flat<float>().data();
+      l.relu_out = i + 1 < layers && relus_[i];
+      h = l.g.out_h;
+      w = l.g.out_w;
+      c = n;
+    }
+    const auto idx = index.flat<int32>();
+    for (int64_t b = 0; b < batch; ++b) {
+      OP_REQUIRES(ctx, idx(b) >= 0 && idx(b) < pop,
+                  errors::InvalidArgument("index[", b, "] = ", idx(b),
+                                          " is out of range: expected a value in [0, ", pop,
+                                          ") (w[0].shape[0] = P)"));
+    }
+    Tensor* logits = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({batch, c}), &logits));
+    std::vector<bool> in_place(layers);
+    for (int i = 0; i < layers; ++i) {
+      Tensor* acc = nullptr;
+      OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output(
+                              {2 + i}, 1 + i, ctx->input(2 + i).shape(), &acc));
+      call.layers[i].acc = acc->flat<float>().data();
+      in_place[i] = call.layers[i].acc == call.layers[i].acc_prev;
+    }
+    if (batch == 0) return;
+    call.obs = obs.flat<TX>().data();
+    call.obs_prev = obs_prev.flat<TX>().data();
+    const auto fr = fresh.flat<bool>();
+    // Rows in network order (stable in b), in runs of up to kRunRows rows of
+    // one network that are not fresh (a fresh row is a run of its own).
+    std::vector<int64_t> order(batch);
+    for (int64_t b = 0; b < batch; ++b) order[b] = b;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return idx(a) < idx(b); });
+    std::vector<int64_t> run_start;
+    for (int64_t u = 0; u < batch; ++u) {
+      const bool joins = !run_start.empty() && u - run_start.back() < kRunRows &&
+                         !fr(order[u]) && !fr(order[u - 1]) &&
+                         idx(order[u - 1]) == idx(order[u]);
+      if (!joins) run_start.push_back(u);
+    }
+    const int64_t runs = static_cast<int64_t>(run_start.size());
+    run_start.push_back(batch);
+    const std::vector<int64_t> shape = NetScratch::ShapeKey(call);
+    auto work = [&](int64_t first_run, int64_t last_run) {
+      std::unique_ptr<NetScratch> taken = TakeScratch(shape);
+      if (taken == nullptr) taken.reset(new NetScratch(call));
+      NetScratch& scratch = *taken;
+      for (int64_t run = first_run; run < last_run; ++run) {
+        const int64_t* rows = order.data() + run_start[run];
+        const int count = static_cast<int>(run_start[run + 1] - run_start[run]);
+        const bool is_fresh = fr(rows[0]);
+        if (!is_fresh) {  // rows that are not fresh start from their last outputs
+          for (int i = 0; i < layers; ++i) {
+            if (in_place[i]) continue;
+            const NetLayer<TW>& l = call.layers[i];
+            for (int r = 0; r < count; ++r)
+              std::memcpy(l.acc + rows[r] * l.out_size, l.acc_prev + rows[r] * l.out_size,
+                          sizeof(float) * l.out_size);
+          }
+        }
+        run_fn_(call, idx(rows[0]), rows, count, is_fresh, &scratch);
+      }
+      mutex_lock lock(mu_);
+      spare_.push_back(std::move(taken));
+    };
+    int64_t cost = 1;
+    for (const auto& l : call.layers) cost += l.out_size * l.k / 16;
+    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(runs, cost, work);
+    // logits = the last layer's output plus its bias.
+    const NetLayer<TW>& last = call.layers.back();
+    float* lg = logits->flat<float>().data();
+    for (int64_t b = 0; b < batch; ++b) {
+      const float* bias = last.bias + idx(b) * c;
+      const float* acc = last.acc + b * c;
+      for (int64_t j = 0; j < c; ++j) lg[b * c + j] = acc[j] + bias[j];
+    }
+  }
+
+ private:
+  // A spare scratch made for these layers, or null. Scratches are kept from
+  // call to call: making one (MBs of lists, some zeroed) cost more than
+  // the in-place update saved.
+  std::unique_ptr<NetScratch> TakeScratch(const std::vector<int64_t>& shape) {
+    mutex_lock lock(mu_);
+    for (size_t i = 0; i < spare_.size(); ++i) {
+      if (spare_[i]->shape != shape) continue;
+      std::unique_ptr<NetScratch> s = std::move(spare_[i]);
+      spare_.erase(spare_.begin() + i);
+      s->bias_of = -1;  // the kernels may have been reloaded since
+      return s;
+    }
+    return nullptr;
+  }
+
+  const NetRunFn<TX, TW> run_fn_;
+  mutex mu_;
+  std::vector<std::unique_ptr<NetScratch>> spare_ TF_GUARDED_BY(mu_);
+  int num_layers_ = 1;
+  std::vector<int32> kernel_sizes_, strides_;
+  std::vector<bool> relus_;
+  float input_scale_ = 1.0f;
+};
+
+#define TFRL_REGISTER(T, TX)                                   \
+  REGISTER_KERNEL_BUILDER(Name("PopulationDeltaNet")           \
+                              .Device(DEVICE_CPU)              \
+                              .TypeConstraint<T>("T")          \
+                              .TypeConstraint<TX>("TX"),       \
+                          PopulationDeltaNetOp<T, TX>);
+TFRL_REGISTER(float, float)
+TFRL_REGISTER(float, uint8)
+TFRL_REGISTER(bfloat16, float)
+TFRL_REGISTER(bfloat16, uint8)
+#undef TFRL_REGISTER
+
+}  // namespace
+}  // namespace tensorflow
