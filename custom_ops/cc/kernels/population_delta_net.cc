@@ -42,6 +42,7 @@ using population_delta::DeltaRow;
 using population_delta::DeltaScratch;
 using population_delta::FreshRowImpl;
 using population_delta::kRunRows;
+using population_delta::MarkTouched;
 using population_delta::ResetScratch;
 using population_delta::SumDenseRun;
 using population_delta::WindowOf;
@@ -136,15 +137,7 @@ TFRL_INLINE void EmitChanges(const DeltaGeometry& next, int64_t o, const float* 
   s->pos_first[o] = static_cast<int32_t>(first);
   s->pos_count[o] = static_cast<int32_t>(count);
   s->changed_pos[s->num_changed_pos++] = static_cast<int32_t>(o);
-  for (int64_t oy = oy_lo; oy <= oy_hi; ++oy) {
-    for (int64_t ox = next.ox_lo[x]; ox <= next.ox_hi[x]; ++ox) {
-      const int64_t t = oy * next.out_w + ox;
-      if (!s->touched[t]) {
-        s->touched[t] = 1;
-        s->touched_list[s->num_touched++] = static_cast<int32_t>(t);
-      }
-    }
-  }
+  MarkTouched(next, oy_lo, oy_hi, x, s);
   if (!s->row_changed[y]) {
     s->row_changed[y] = 1;
     s->changed_rows[s->num_changed_rows++] = static_cast<int32_t>(y);

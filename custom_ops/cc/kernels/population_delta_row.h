@@ -125,6 +125,21 @@ struct DeltaScratch {
   int64_t num_changed_pos = 0, num_changes = 0, num_changed_rows = 0, num_touched = 0;
 };
 
+// Marks the outputs whose window holds input column x of image rows reaching
+// outputs [oy_lo, oy_hi].
+TFRL_INLINE void MarkTouched(const DeltaGeometry& g, int64_t oy_lo, int64_t oy_hi, int64_t x,
+                             DeltaScratch* s) {
+  for (int64_t oy = oy_lo; oy <= oy_hi; ++oy) {
+    for (int64_t ox = g.ox_lo[x]; ox <= g.ox_hi[x]; ++ox) {
+      const int64_t o = oy * g.out_w + ox;
+      if (!s->touched[o]) {
+        s->touched[o] = 1;
+        s->touched_list[s->num_touched++] = static_cast<int32_t>(o);
+      }
+    }
+  }
+}
+
 // Records the changes f(x) - f(x_prev) of elements [begin, end) (at most one
 // span) of image row y, computed without branches, and marks the outputs they
 // reach.
@@ -158,15 +173,7 @@ TFRL_INLINE void CollectSpan(const DeltaGeometry& g, const DeltaRow<TX, TW>& r, 
       if (s->pos_count[p] == 0) {  // a position's changes are consecutive
         s->pos_first[p] = static_cast<int32_t>(s->num_changes);
         s->changed_pos[s->num_changed_pos++] = static_cast<int32_t>(p);
-        for (int64_t oy = oy_lo; oy <= oy_hi; ++oy) {
-          for (int64_t ox = g.ox_lo[x]; ox <= g.ox_hi[x]; ++ox) {
-            const int64_t o = oy * g.out_w + ox;
-            if (!s->touched[o]) {
-              s->touched[o] = 1;
-              s->touched_list[s->num_touched++] = static_cast<int32_t>(o);
-            }
-          }
-        }
+        MarkTouched(g, oy_lo, oy_hi, x, s);
       }
       s->changes[s->num_changes++] = {d[i], static_cast<int32_t>(ch)};
       ++s->pos_count[p];
