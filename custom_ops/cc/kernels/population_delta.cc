@@ -27,6 +27,8 @@ using population_delta::DeltaRow;
 using population_delta::DeltaRunImpl;
 using population_delta::DeltaScratch;
 using population_delta::kRunRows;
+using population_delta::NetworkRuns;
+using population_delta::RowRuns;
 using population_simd::PickByIsa;
 using population_simd::Storage;
 using population_simd::WeightData;
@@ -152,26 +154,13 @@ class PopulationDeltaConv2DOp : public OpKernel {
     g.ox_hi = ox_hi.data();
     const float* bd = has_bias ? input_bias.flat<float>().data() : nullptr;
     const auto fr = fresh.flat<bool>();
-    // Rows in network order (stable in b), cut into runs: up to kRunRows rows
-    // of one network that are not fresh (a fresh row is a run of its own).
-    // A run's rows share its input-bias row and, in cache, its kernel rows.
-    std::vector<int64_t> order(batch);
-    for (int64_t b = 0; b < batch; ++b) order[b] = b;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int64_t a, int64_t b) { return idx(a) < idx(b); });
     // Only a dense layer's rows form runs of more than one (a convolution's
     // kernel is small enough to stay in cache from row to row, and a run is
     // one shard of the thread pool).
     const bool dense = g.out_h * g.out_w == 1;
-    std::vector<int64_t> run_start;
-    for (int64_t u = 0; u < batch; ++u) {
-      const int64_t b = order[u];
-      const bool joins = dense && !run_start.empty() && u - run_start.back() < kRunRows &&
-                         !fr(b) && !fr(order[u - 1]) && idx(order[u - 1]) == idx(b);
-      if (!joins) run_start.push_back(u);
-    }
-    const int64_t runs = static_cast<int64_t>(run_start.size());
-    run_start.push_back(batch);
+    const RowRuns runs = NetworkRuns(batch, idx, fr, /*join=*/dense);
+    const std::vector<int64_t>& order = runs.order;
+    const std::vector<int64_t>& run_start = runs.start;
     auto work = [&](int64_t first_run, int64_t last_run) {
       DeltaScratch scratch(g);
       std::vector<float> row_bias(g.w * g.c, 0.f);
@@ -210,7 +199,8 @@ class PopulationDeltaConv2DOp : public OpKernel {
     // A changed row costs a small part of its full convolution (a fresh one
     // all of it); either is enough for the pool to give each run a shard.
     const int64_t cost = std::max<int64_t>(1, out_size * k / 16);
-    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(runs, cost, work);
+    auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+    workers->ParallelFor(runs.count(), cost, work);
   }
 
  private:

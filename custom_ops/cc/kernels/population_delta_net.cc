@@ -42,6 +42,8 @@ using population_delta::DeltaRow;
 using population_delta::DeltaScratch;
 using population_delta::FreshRowImpl;
 using population_delta::kRunRows;
+using population_delta::NetworkRuns;
+using population_delta::RowRuns;
 using population_delta::MarkTouched;
 using population_delta::ResetScratch;
 using population_delta::SumDenseRun;
@@ -61,7 +63,6 @@ struct NetLayer {
   float* acc = nullptr;
   const TW* w = nullptr;      // [P, K, N]
   const float* bias = nullptr;  // [P, N]: added to this layer's output
-  bool relu_out = false;      // the output goes through max(., 0) to the next layer
 };
 
 template <typename TX, typename TW>
@@ -347,7 +348,6 @@ class PopulationDeltaNetOp : public OpKernel {
       l.acc_prev = acc_prev.flat<float>().data();
       l.w = WeightData<T>(wt);
       l.bias = bias.flat<float>().data();
-      l.relu_out = i + 1 < layers && relus_[i];
       h = l.g.out_h;
       w = l.g.out_w;
       c = n;
@@ -373,21 +373,9 @@ class PopulationDeltaNetOp : public OpKernel {
     call.obs = obs.flat<TX>().data();
     call.obs_prev = obs_prev.flat<TX>().data();
     const auto fr = fresh.flat<bool>();
-    // Rows in network order (stable in b), in runs of up to kRunRows rows of
-    // one network that are not fresh (a fresh row is a run of its own).
-    std::vector<int64_t> order(batch);
-    for (int64_t b = 0; b < batch; ++b) order[b] = b;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int64_t a, int64_t b) { return idx(a) < idx(b); });
-    std::vector<int64_t> run_start;
-    for (int64_t u = 0; u < batch; ++u) {
-      const bool joins = !run_start.empty() && u - run_start.back() < kRunRows &&
-                         !fr(order[u]) && !fr(order[u - 1]) &&
-                         idx(order[u - 1]) == idx(order[u]);
-      if (!joins) run_start.push_back(u);
-    }
-    const int64_t runs = static_cast<int64_t>(run_start.size());
-    run_start.push_back(batch);
+    const RowRuns runs = NetworkRuns(batch, idx, fr, /*join=*/true);
+    const std::vector<int64_t>& order = runs.order;
+    const std::vector<int64_t>& run_start = runs.start;
     const std::vector<int64_t> shape = NetScratch::ShapeKey(call);
     auto work = [&](int64_t first_run, int64_t last_run) {
       std::unique_ptr<NetScratch> taken = TakeScratch(shape);
@@ -413,7 +401,8 @@ class PopulationDeltaNetOp : public OpKernel {
     };
     int64_t cost = 1;
     for (const auto& l : call.layers) cost += l.out_size * l.k / 16;
-    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(runs, cost, work);
+    auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+    workers->ParallelFor(runs.count(), cost, work);
     // logits = the last layer's output plus its bias.
     const NetLayer<TW>& last = call.layers.back();
     float* lg = logits->flat<float>().data();

@@ -417,6 +417,33 @@ TFRL_INLINE void DenseRunImpl(const DeltaGeometry& g, const DeltaRow<TX, TW>* ro
   SumDenseRun<W>(g, rows, count, windows, size);
 }
 
+// A batch's rows in network order (stable in b), cut into runs of up to
+// kRunRows rows of one network that are not fresh (a fresh row is a run of
+// its own, and with `join` false every row is): run r is
+// order[start[r], start[r + 1]). A run's rows share their network's bias
+// rows and, in cache, its kernel rows.
+struct RowRuns {
+  std::vector<int64_t> order, start;
+  int64_t count() const { return static_cast<int64_t>(start.size()) - 1; }
+};
+
+template <typename Index, typename Fresh>
+RowRuns NetworkRuns(int64_t batch, const Index& idx, const Fresh& fresh, bool join) {
+  RowRuns runs;
+  runs.order.resize(batch);
+  for (int64_t b = 0; b < batch; ++b) runs.order[b] = b;
+  std::stable_sort(runs.order.begin(), runs.order.end(),
+                   [&](int64_t a, int64_t b) { return idx(a) < idx(b); });
+  for (int64_t u = 0; u < batch; ++u) {
+    const int64_t b = runs.order[u], before = u > 0 ? runs.order[u - 1] : -1;
+    const bool joins = join && !runs.start.empty() && u - runs.start.back() < kRunRows &&
+                       !fresh(b) && !fresh(before) && idx(before) == idx(b);
+    if (!joins) runs.start.push_back(u);
+  }
+  runs.start.push_back(batch);
+  return runs;
+}
+
 template <int W, typename TX, typename TW>
 TFRL_INLINE void DeltaRunImpl(const DeltaGeometry& g, const DeltaRow<TX, TW>* rows, int count,
                               DeltaScratch* s, Change* const* windows) {
