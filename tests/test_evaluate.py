@@ -90,7 +90,7 @@ class EvaluateCLITest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(report["protocol"]["repeat_action_probability"], 0.25)
     # The frame cap truncates: 400 frames (no-op start frames included) is at
     # most 100 steps of 4 frames; a random policy loses no Pong game so fast.
-    self.assertTrue(all(90 <= l <= 100 for l in report["lengths"]), report)
+    self.assertTrue(all(90 <= l <= 100 for l in report["lengths"]), str(report))
     self.assertTrue(os.path.isfile(gif))
 
   def test_missing_policy_is_one_readable_line(self):
