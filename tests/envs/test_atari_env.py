@@ -268,6 +268,33 @@ class GraphAndSubsetTest(tf.test.TestCase):
       self.assertAllEqual(obs[:2], results[(0, 1)][t])
       self.assertAllEqual(obs[2:], results[(2, 3)][t])
 
+  def test_only_played_resets_keep_unplayed_games(self):
+    # Slot 0 is mid-game, slot 1 auto-reset at the end of a (truncated) game,
+    # slots 2 and 3 were never stepped. A reset with only_played must equal
+    # resetting slot 0 alone: slots 1-3 keep their games and their no-op
+    # draws, so both envs play on identically.
+    kept, one = (AtariEnv("Pong", 4, seed=3, max_episode_frames=200) for _ in range(2))
+    for env in (kept, one):
+      env.reset()
+      for _ in range(5):
+        env.step([0], indices=[0])
+      for _ in range(80):
+        if bool(env.step_detailed([0], indices=[1])[-1][0]):
+          break
+      else:
+        self.fail("slot 1's game did not end at its 200-frame cap")
+    got = kept.reset(only_played=True)
+    one.reset([0])
+    self.assertAllEqual(got, one.observe())
+    rng = np.random.default_rng(1)
+    for _ in range(30):
+      actions = rng.integers(6, size=4).astype(np.int32)
+      for want, have in zip(one.step(actions), kept.step(actions)):
+        self.assertAllEqual(want, have)
+    # Every slot has now played: all of them start new games.
+    obs = kept.reset(only_played=True).numpy()
+    self.assertAllEqual(obs[..., :1].repeat(4, -1), obs)
+
   def test_without_auto_reset_a_finished_slot_needs_reset(self):
     env = AtariEnv("Pong", 1, max_episode_frames=8, noop_max=0, fire_reset=False,
                    auto_reset=False)

@@ -22,6 +22,15 @@ class GymEnvTest(tf.test.TestCase):
     # Auto-reset: observations stay inside the (reset) state space.
     self.assertLess(float(tf.reduce_max(tf.abs(obs[:, 2]))), 0.25)
 
+  def test_only_played_resets_keep_unplayed_episodes(self):
+    env = GymEnv("CartPole-v1", 2, seed=1)
+    first = env.reset().numpy()
+    self.assertAllEqual(env.reset(only_played=True), first)  # nothing played yet
+    stepped = env.step([0], indices=[0])[0].numpy()
+    again = env.reset(only_played=True).numpy()
+    self.assertNotAllClose(again[0], stepped[0])  # slot 0 played: a new episode
+    self.assertAllEqual(again[1], first[1])         # slot 1 kept its episode
+
   def test_seeded_and_deterministic(self):
     a, b = GymEnv("CartPole-v1", 2, seed=4), GymEnv("CartPole-v1", 2, seed=4)
     self.assertAllEqual(a.reset(), b.reset())

@@ -130,10 +130,15 @@ class AtariEnv:
     return ale_ops.observe(self._handle, self._indices(indices), height=height,
                            width=width, channels=channels)
 
-  def reset(self, indices=None) -> tf.Tensor:
-    """Starts new games in the slots `indices` (all by default); returns obs."""
+  def reset(self, indices=None, only_played: bool = False) -> tf.Tensor:
+    """Starts new games in the slots `indices` (all by default); returns obs.
+
+    With `only_played`, slots still at the start of a game they have not
+    stepped in (just reset, or auto-reset when their last game ended) keep
+    that game, which saves the emulator frames of another reset sequence.
+    """
     indices = self._indices(indices)
-    ale_ops.reset(self._handle, indices)
+    ale_ops.reset(self._handle, indices, only_played=only_played)
     return self.observe(indices)
 
   def step_detailed(self, actions, indices=None) -> AtariStep:

@@ -35,6 +35,7 @@ class GymEnv:
     self.num_envs = num_envs
     self._seed = seed
     self._seeded = [False] * num_envs
+    self._played = [True] * num_envs  # stepped since the slot's last reset
     self._locks = [threading.Lock() for _ in range(num_envs)]
     space = self._envs[0].observation_space
     self.observation_space = space
@@ -73,12 +74,14 @@ class GymEnv:
       seed = self._seed * 100003 + i  # Deterministic per slot, once.
       self._seeded[i] = True
     self._obs[i], _ = self._envs[i].reset(seed=seed)
+    self._played[i] = False
 
-  def _np_reset(self, indices):
+  def _np_reset(self, indices, only_played=False):
     self._check_indices(indices)
     for i in indices:
       with self._locks[i]:
-        self._reset_slot(int(i))
+        if not (only_played and not self._played[int(i)]):
+          self._reset_slot(int(i))
     return self._obs[indices]
 
   def _np_step(self, indices, actions):
@@ -98,6 +101,7 @@ class GymEnv:
                 f"0..{self.num_actions - 1}.")
           action = int(action)
         obs, r, term, trunc, _ = self._envs[i].step(action)
+        self._played[i] = True
         reward[k], terminated[k], truncated[k] = r, term, trunc
         if term or trunc:
           self._reset_slot(i)
@@ -105,11 +109,15 @@ class GymEnv:
           self._obs[i] = obs
     return self._obs[indices], reward, terminated, truncated
 
-  def reset(self, indices=None) -> tf.Tensor:
-    """Resets the slots in `indices` (all by default); returns their observations."""
+  def reset(self, indices=None, only_played: bool = False) -> tf.Tensor:
+    """Resets the slots in `indices` (all by default); returns their observations.
+
+    With `only_played`, slots still at the start of an episode they have not
+    stepped in (just reset, or reset when their last episode ended) keep it.
+    """
     indices = self._indices(indices)
-    obs = tf.numpy_function(self._np_reset, [indices], self.observation_dtype,
-                            stateful=True, name="GymReset")
+    obs = tf.numpy_function(lambda i: self._np_reset(i, only_played), [indices],
+                            self.observation_dtype, stateful=True, name="GymReset")
     obs.set_shape([None] + list(self.observation_shape))
     return obs
 

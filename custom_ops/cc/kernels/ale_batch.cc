@@ -35,6 +35,7 @@ struct AleBatch::Slot {
   int lives = 0;
   bool needs_reset = true;
   bool has_observation = false;
+  bool played = false;  // stepped since its last reset
   mutable std::mutex mu;
 };
 
@@ -361,6 +362,7 @@ std::string AleBatch::ResetLocked(Slot* slot) {
     slot->lives = a.lives();
     slot->needs_reset = false;
     slot->has_observation = true;
+    slot->played = false;
   } catch (const std::exception& e) {
     slot->needs_reset = true;
     return std::string("ALE failed to reset: ") + e.what();
@@ -368,9 +370,10 @@ std::string AleBatch::ResetLocked(Slot* slot) {
   return "";
 }
 
-std::string AleBatch::Reset(int slot_index) {
+std::string AleBatch::Reset(int slot_index, bool only_played) {
   Slot* slot = slots_[slot_index].get();
   std::lock_guard<std::mutex> lock(slot->mu);
+  if (only_played && !slot->needs_reset && !slot->played) return "";
   return ResetLocked(slot);
 }
 
@@ -385,6 +388,7 @@ std::string AleBatch::Step(int slot_index, int action_index, bool auto_reset,
   ale::ALEInterface& a = *slot->ale;
   const ale::Action action = static_cast<ale::Action>(action_set_[action_index]);
   *out = StepOutput();
+  slot->played = true;
   bool game_over = false;
   bool have_before = false;
   try {

@@ -84,7 +84,10 @@ class AleBatch {
 
   // The following run on one slot; callers validate indices and actions
   // first. They return an empty string or an error message.
-  std::string Reset(int slot);
+  // With only_played, a slot still at the start of a game it has not
+  // stepped in (just reset, or auto-reset at the end of its last game) is
+  // left as it is.
+  std::string Reset(int slot, bool only_played = false);
   // With auto_reset, a finished slot starts a new game at once; without, it
   // keeps its last observation and needs Reset before the next Step.
   std::string Step(int slot, int action_index, bool auto_reset, StepOutput* out);

@@ -179,16 +179,21 @@ Status ParallelOverSlots(OpKernelContext* ctx, int n,
 
 class AleResetOp : public OpKernel {
  public:
-  using OpKernel::OpKernel;
+  explicit AleResetOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("only_played", &only_played_));
+  }
   void Compute(OpKernelContext* ctx) override {
     core::RefCountPtr<AleEnvResource> env;
     std::vector<int> indices;
     OP_REQUIRES_OK(ctx, GetBatchAndIndices(ctx, &env, &indices));
     tfrl::AleBatch* batch = env->batch();
     OP_REQUIRES_OK(ctx, ParallelOverSlots(ctx, indices.size(), [&](int i) {
-                     return batch->Reset(indices[i]);
+                     return batch->Reset(indices[i], only_played_);
                    }));
   }
+
+ private:
+  bool only_played_ = false;
 };
 
 class AleStepOp : public OpKernel {

@@ -58,6 +58,7 @@ max_episode_frames: emulator frames after which an episode is truncated.
 REGISTER_OP("AleReset")
     .Input("handle: resource")
     .Input("indices: int32")
+    .Attr("only_played: bool = false")
     .SetIsStateful()
     .SetShapeFn([](InferenceContext* c) {
       ShapeHandle unused;
@@ -67,6 +68,10 @@ REGISTER_OP("AleReset")
     })
     .Doc(R"doc(
 Resets the slots in `indices` (no-op starts and FIRE as configured).
+
+only_played: leave alone the slots still at the start of a game they have not
+  stepped in (just reset, or auto-reset when their last game ended), whose
+  reset would only spend the reset sequence's emulator frames again.
 )doc");
 
 REGISTER_OP("AleStep")
