@@ -197,11 +197,32 @@ class PopulationNetTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "float32 convolution inputs"):
       pn.PopulationNetwork(layout, 2).incremental_state_specs()
 
+  def test_staged_rows_load_as_tf_casts_them(self):
+    # Staging casts in numpy; the variables must hold what tf.cast gives,
+    # with rows staged in two pieces (as the GA stages its elite last).
+    layout = pn.ParamLayout(pn.NetworkConfig(arch="small", weight_dtype="bfloat16"),
+                            (36, 36, 2), 3)
+    net = pn.PopulationNetwork(layout, capacity=4)
+    flat = _flat(layout, 3, seed=4)
+    flat[0, :5] = [np.nan, np.inf, -np.inf, 1e-40, 3.4e38]
+    staged = net.stage(flat[1:], first_row=1)
+    self.assertEqual(staged.loaded, 3)
+    net.load(net.stage(flat[:1], staged, first_row=0))
+    self.assertEqual(net.loaded, 3)
+    for v, (kernel, _) in zip(net.kernels, layout.expand(flat)):
+      want = tf.cast(kernel, tf.bfloat16).numpy().view(np.uint16)
+      self.assertAllEqual(v.numpy()[:3].view(np.uint16), want)
+      self.assertAllEqual(v.numpy()[3].view(np.uint16), np.zeros_like(want[0]))
+    for v, (_, bias) in zip(net.biases, layout.expand(flat)):
+      self.assertAllEqual(v.numpy()[:3], bias)
+
   def test_load_beyond_capacity_rejected(self):
     layout = pn.ParamLayout(pn.NetworkConfig(arch="mlp"), (4,), 2)
     net = pn.PopulationNetwork(layout, capacity=2)
     with self.assertRaises(ValueError):
       net.load(np.zeros((3, layout.dim), np.float32))
+    with self.assertRaisesRegex(ValueError, "exceed the capacity"):
+      net.stage(np.zeros((1, layout.dim), np.float32), first_row=2)
     with self.assertRaises(ValueError):
       net.load(np.zeros((2, layout.dim + 1), np.float32))
 
