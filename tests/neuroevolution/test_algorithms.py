@@ -1,5 +1,6 @@
 """GA, ES and random search on CartPole (GymEnv), the evaluator, checkpoints."""
 
+import collections
 import os
 
 import numpy as np
@@ -76,6 +77,37 @@ class EvaluatorTest(tf.test.TestCase):
     with self.assertRaises(ValueError):
       evaluator.evaluate([0, 3])               # network 3 was not loaded
     env.close()
+
+  def test_expected_steps_reorder_play_not_results(self):
+    env = GymEnv("CartPole-v1", 4, seed=0)
+    net = pn.PopulationNetwork(pn.ParamLayout(pn.NetworkConfig(arch="mlp", hidden=()),
+                                              (4,), 2), 4)
+    w = np.zeros((3, 10), np.float32)
+    w[:, 1] = 1.0              # networks 0 and 2 always push right: short episodes.
+    w[1] = 0.0
+    w[1, [4, 5, 6, 7]] = [-1.0, 1.0, -1.0, 1.0]  # network 1 balances the pole.
+    net.load(w)
+    evaluator = evaluation.PipelinedEvaluator(env, net, num_groups=2, episode_frame_cap=40)
+    for expected in ([1.0, 5.0, 3.0], [5.0, 1.0, 3.0], [0.0, 0.0, 0.0]):
+      res = evaluator.evaluate(3, 2, expected_steps=expected)
+      self.assertAllEqual(res.lengths[1], [40, 40], msg=f"expected_steps={expected}")
+      self.assertTrue(np.all(res.lengths[[0, 2]] < 20), msg=f"expected_steps={expected}")
+    with self.assertRaisesRegex(ValueError, "one value per network"):
+      evaluator.evaluate(3, 1, expected_steps=[1.0, 2.0])
+    env.close()
+
+  def test_first_jobs_keep_a_network_in_one_group_and_spread_networks(self):
+    jobs = collections.deque((net, ep) for net in range(2) for ep in range(1))
+    self.assertEqual(evaluation.deal_first_jobs(jobs, [16, 16]), [[(0, 0)], [(1, 0)]])
+    jobs = collections.deque((net, ep) for net in range(5) for ep in range(4))
+    dealt = evaluation.deal_first_jobs(jobs, [8, 8])
+    self.assertEqual(dealt, [[(0, e) for e in range(4)] + [(2, e) for e in range(4)],
+                             [(1, e) for e in range(4)] + [(3, e) for e in range(4)]])
+    self.assertEqual(list(jobs), [(4, e) for e in range(4)])  # left for free slots
+    # A network with more episodes than its group has free slots spills over.
+    jobs = collections.deque((0, ep) for ep in range(5))
+    dealt = evaluation.deal_first_jobs(jobs, [3, 3])
+    self.assertEqual(dealt, [[(0, 0), (0, 1), (0, 2)], [(0, 3), (0, 4)]])
 
   def test_results_independent_of_steps_per_call(self):
     # One slot group plays deterministically: a graph call of 1 step or of up
@@ -164,6 +196,24 @@ class AlgorithmTest(tf.test.TestCase):
     self.assertGreaterEqual(history[-1]["elite"], 195.0)  # CartPole "solved" (v0)
     self.assertGreater(history[-1]["mean"], history[0]["mean"])
     env.close()
+
+  def test_next_population_staged_while_elites_play(self):
+    # The weights staged during the elite re-evaluation are exactly the next
+    # population's, elite in row 0, for the GA and for random search.
+    for random_search in (False, True):
+      env, layout, net, evaluator, table, _ = _setup(12)
+      config = ga.GAConfig(population=12, truncation=4, mutation_power=0.1,
+                           elite_candidates=3, elite_episodes=2,
+                           random_search=random_search, seed=2)
+      algo = ga.GeneticAlgorithm(config, layout, table, net, evaluator)
+      for _ in range(3):
+        algo.step()
+        staged = algo._staged  # pylint: disable=protected-access
+        rebuilt = net.stage(algo.builder.build_many(algo.population))
+        self.assertEqual(staged.loaded, 12)
+        for a, b in zip(staged.kernels + staged.biases, rebuilt.kernels + rebuilt.biases):
+          self.assertAllEqual(a, b)
+      env.close()
 
   def test_random_search_draws_fresh_populations(self):
     env, layout, net, evaluator, table, spec = _setup(16)

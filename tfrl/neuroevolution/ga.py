@@ -8,18 +8,25 @@ Each generation:
      children, each a uniformly chosen parent among the top `truncation`
      with one mutation theta += mutation_power * noise[offset].
 
+The children depend only on step 1's ranking, so they are drawn before step
+2 and their weights are built in a thread while the elite candidates play
+(numpy releases the GIL); each child's parent's episode length tells the
+evaluator which networks to start first in the next generation.
+
 Random search (`random_search=True`, "the GA with no selection") draws a fresh
 random population every generation and keeps the best re-evaluated
 individual ever seen as the elite.
 """
 
 import dataclasses
+import threading
 import time
 from typing import Dict, List, Optional
 
 import numpy as np
 
 from tfrl.neuroevolution import genome as genome_lib
+from tfrl.neuroevolution import population_net as pn
 from tfrl.neuroevolution.metrics import generation_metrics
 
 
@@ -78,6 +85,10 @@ class GeneticAlgorithm:
     self.population: Optional[List[genome_lib.Genome]] = None
     self.elite: Optional[genome_lib.Genome] = None
     self.elite_score = -np.inf
+    # Each individual's expected episode length (env steps), or None.
+    self._expected_steps: Optional[np.ndarray] = None
+    # The population's weights, staged while the last elite candidates played.
+    self._staged: Optional[pn.StagedWeights] = None
 
   def _rng(self, stream: int) -> np.random.Generator:
     return np.random.default_rng([self.config.seed, self.generation, stream])
@@ -93,8 +104,11 @@ class GeneticAlgorithm:
     if self.population is None:
       self.population = self._random_genomes(self._rng(0), cfg.population)
     pop = self.population
-    self.network.load(self.builder.build_many(pop))
-    res = self.evaluator.evaluate(len(pop), cfg.episodes_per_eval)
+    staged, self._staged = self._staged, None
+    self.network.load(staged if staged is not None else
+                      self.network.stage(self.builder.build_many(pop)))
+    res = self.evaluator.evaluate(len(pop), cfg.episodes_per_eval,
+                                  expected_steps=self._expected_steps)
     fitness = res.fitness
     frames = res.frames
     order = np.argsort(-fitness, kind="stable")
@@ -105,19 +119,12 @@ class GeneticAlgorithm:
     if self.elite is not None and self.elite not in candidates:
       candidates.append(self.elite)
     loaded = {g: i for i, g in enumerate(pop)}
-    if all(g in loaded for g in candidates):
-      # The candidates are still loaded (the elite is pop[0] from the second
-      # generation on): re-evaluate them in place, nothing is rebuilt.
-      elite_res = self.evaluator.evaluate([loaded[g] for g in candidates],
-                                          cfg.elite_episodes)
-    else:
+    in_place = all(g in loaded for g in candidates)
+    if not in_place:
       self.network.load(self.builder.build_many(candidates))
-      elite_res = self.evaluator.evaluate(len(candidates), cfg.elite_episodes)
-    frames += elite_res.frames
-    scores = elite_res.fitness
-    best = int(np.argmax(scores))
-    self.elite, self.elite_score = candidates[best], float(scores[best])
 
+    # The next population but its elite depends only on this ranking: draw
+    # it now, and build its weights while the elite candidates play.
     rng = self._rng(1)
     if cfg.random_search:
       children = self._random_genomes(rng, cfg.population)
@@ -126,9 +133,37 @@ class GeneticAlgorithm:
       self.builder.remember(parents)
       choice = rng.integers(0, len(parents), size=cfg.population - 1)
       offsets = self.table.sample_offsets(rng, self.layout.dim, cfg.population - 1)
-      children = [self.elite] + [parents[c].child(o, cfg.mutation_power)
-                                 for c, o in zip(choice, offsets)]
+      children = [None] + [parents[c].child(o, cfg.mutation_power)
+                           for c, o in zip(choice, offsets)]
+    first = 0 if cfg.random_search else 1
+    staging = _Staging(lambda: self.network.stage(
+        self.builder.build_many(children[first:]), first_row=first))
+    try:
+      if in_place:
+        # The candidates are still loaded (the elite is pop[0] from the
+        # second generation on): re-evaluate them in place.
+        elite_res = self.evaluator.evaluate([loaded[g] for g in candidates],
+                                            cfg.elite_episodes)
+      else:
+        elite_res = self.evaluator.evaluate(len(candidates), cfg.elite_episodes)
+    finally:
+      staged = staging.result()
+    frames += elite_res.frames
+    scores = elite_res.fitness
+    best = int(np.argmax(scores))
+    self.elite, self.elite_score = candidates[best], float(scores[best])
+
+    if cfg.random_search:
+      self._expected_steps = None
+    else:
+      children[0] = self.elite
+      self.network.stage(self.builder.build(self.elite)[None], staged, first_row=0)
+      # A child is expected to play about as long as its parent did.
+      self._expected_steps = np.concatenate(
+          [[elite_res.lengths[best].mean()],
+           res.lengths.mean(axis=1)[order[:cfg.truncation]][choice]])
     self.population = children
+    self._staged = staged
     return generation_metrics(self, fitness, frames, start,
                               res.seconds + elite_res.seconds)
 
@@ -166,3 +201,27 @@ class GeneticAlgorithm:
     self.elite = (genome_lib.Genome.from_json(state["elite"])
                   if state["elite"] is not None else None)
     self.elite_score = float(state["elite_score"])
+    self._expected_steps = None
+    self._staged = None
+
+
+class _Staging:
+  """Runs `fn` in a thread; `result()` joins it and returns (or raises) its result."""
+
+  def __init__(self, fn):
+    self._out = {}
+
+    def run():
+      try:
+        self._out["value"] = fn()
+      except BaseException as e:  # pylint: disable=broad-except
+        self._out["error"] = e
+
+    self._thread = threading.Thread(target=run, daemon=True)
+    self._thread.start()
+
+  def result(self):
+    self._thread.join()
+    if "error" in self._out:
+      raise self._out["error"]
+    return self._out["value"]
