@@ -28,6 +28,19 @@ def _setup(capacity, hidden=(8,), num_envs=16, groups=2, cap=None, seed=0):
   return env, layout, net, evaluator, table, spec
 
 
+def _short_and_balancing_networks():
+  """CartPole, 4 slots, 3 linear networks: 0 and 2 fall fast, 1 balances."""
+  env = GymEnv("CartPole-v1", 4, seed=0)
+  net = pn.PopulationNetwork(pn.ParamLayout(pn.NetworkConfig(arch="mlp", hidden=()),
+                                            (4,), 2), 4)
+  w = np.zeros((3, 10), np.float32)
+  w[:, 1] = 1.0              # networks 0 and 2 always push right: short episodes.
+  w[1] = 0.0
+  w[1, [4, 5, 6, 7]] = [-1.0, 1.0, -1.0, 1.0]  # network 1 balances the pole.
+  net.load(w)
+  return env, evaluation.PipelinedEvaluator(env, net, num_groups=2, episode_frame_cap=40)
+
+
 class EvaluatorTest(tf.test.TestCase):
 
   test_session = None  # tf.test.TestCase's deprecated helper, not a test.
@@ -62,15 +75,7 @@ class EvaluatorTest(tf.test.TestCase):
     env.close()
 
   def test_evaluate_named_networks(self):
-    env = GymEnv("CartPole-v1", 4, seed=0)
-    net = pn.PopulationNetwork(pn.ParamLayout(pn.NetworkConfig(arch="mlp", hidden=()),
-                                              (4,), 2), 4)
-    w = np.zeros((3, 10), np.float32)
-    w[:, 1] = 1.0              # networks 0 and 2 always push right: short episodes.
-    w[1] = 0.0
-    w[1, [4, 5, 6, 7]] = [-1.0, 1.0, -1.0, 1.0]  # network 1 balances the pole.
-    net.load(w)
-    evaluator = evaluation.PipelinedEvaluator(env, net, num_groups=2, episode_frame_cap=40)
+    env, evaluator = _short_and_balancing_networks()
     res = evaluator.evaluate([1, 2], 2)       # rows follow the order asked for
     self.assertAllEqual(res.lengths[0], [40, 40])
     self.assertTrue(np.all(res.lengths[1] < 20))
@@ -79,15 +84,7 @@ class EvaluatorTest(tf.test.TestCase):
     env.close()
 
   def test_expected_steps_reorder_play_not_results(self):
-    env = GymEnv("CartPole-v1", 4, seed=0)
-    net = pn.PopulationNetwork(pn.ParamLayout(pn.NetworkConfig(arch="mlp", hidden=()),
-                                              (4,), 2), 4)
-    w = np.zeros((3, 10), np.float32)
-    w[:, 1] = 1.0              # networks 0 and 2 always push right: short episodes.
-    w[1] = 0.0
-    w[1, [4, 5, 6, 7]] = [-1.0, 1.0, -1.0, 1.0]  # network 1 balances the pole.
-    net.load(w)
-    evaluator = evaluation.PipelinedEvaluator(env, net, num_groups=2, episode_frame_cap=40)
+    env, evaluator = _short_and_balancing_networks()
     for expected in ([1.0, 5.0, 3.0], [5.0, 1.0, 3.0], [0.0, 0.0, 0.0]):
       res = evaluator.evaluate(3, 2, expected_steps=expected)
       self.assertAllEqual(res.lengths[1], [40, 40], msg=f"expected_steps={expected}")
