@@ -64,6 +64,10 @@ _INFERENCES = flags.DEFINE_list(
     "step, or incremental (only what the frames' change since the last step changes).")
 _EPISODES = flags.DEFINE_list("episodes_per_eval", ["1"],
                               "Episodes per network and generation to compare.")
+_ELITE_CANDIDATES = flags.DEFINE_integer("elite_candidates", 2,
+                                         "Top networks re-evaluated each generation.")
+_ELITE_EPISODES = flags.DEFINE_integer("elite_episodes", 1,
+                                       "Episodes of each elite candidate's re-evaluation.")
 _GENERATIONS = flags.DEFINE_integer("rounds", 3, "Interleaved rounds (one generation per GA cell each).")
 _CAP = flags.DEFINE_integer("episode_frame_cap", 1000, "Frame cap per episode.")
 _ENV_SECONDS = flags.DEFINE_float("env_seconds", 10.0, "Env-only measuring time per round.")
@@ -112,7 +116,8 @@ def make_ga(env, arch, groups, precision, episodes, inference):
                                             episode_frame_cap=_CAP.value,
                                             incremental=inference == "incremental")
   config = ga.GAConfig(population=_POPULATION.value, truncation=10,
-                       mutation_power=0.002, elite_candidates=2, elite_episodes=1,
+                       mutation_power=0.002, elite_candidates=_ELITE_CANDIDATES.value,
+                       elite_episodes=_ELITE_EPISODES.value,
                        episodes_per_eval=episodes)
   algo = ga.GeneticAlgorithm(config, layout, table, net, evaluator)
   # Warm-up (tracing) on two networks; the measured rounds are whole generations.
