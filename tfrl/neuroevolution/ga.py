@@ -157,7 +157,8 @@ class GeneticAlgorithm:
       self._expected_steps = None
     else:
       children[0] = self.elite
-      self.network.stage(self.builder.build(self.elite)[None], staged, first_row=0)
+      self.network.stage(self.builder.build(self.elite, cache=False)[None], staged,
+                         first_row=0)
       # A child is expected to play about as long as its parent did.
       self._expected_steps = np.concatenate(
           [[elite_res.lengths[best].mean()],
