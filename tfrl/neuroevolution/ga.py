@@ -18,8 +18,8 @@ random population every generation and keeps the best re-evaluated
 individual ever seen as the elite.
 """
 
+from concurrent import futures
 import dataclasses
-import threading
 import time
 from typing import Dict, List, Optional
 
@@ -136,9 +136,9 @@ class GeneticAlgorithm:
       children = [None] + [parents[c].child(o, cfg.mutation_power)
                            for c, o in zip(choice, offsets)]
     first = 0 if cfg.random_search else 1
-    staging = _Staging(lambda: self.network.stage(
-        self.builder.build_many(children[first:]), first_row=first))
-    try:
+    with futures.ThreadPoolExecutor(max_workers=1) as pool:
+      staging = pool.submit(lambda: self.network.stage(
+          self.builder.build_many(children[first:]), first_row=first))
       if in_place:
         # The candidates are still loaded (the elite is pop[0] from the
         # second generation on): re-evaluate them in place.
@@ -146,7 +146,6 @@ class GeneticAlgorithm:
                                             cfg.elite_episodes)
       else:
         elite_res = self.evaluator.evaluate(len(candidates), cfg.elite_episodes)
-    finally:
       staged = staging.result()
     frames += elite_res.frames
     scores = elite_res.fitness
@@ -205,24 +204,3 @@ class GeneticAlgorithm:
     self._expected_steps = None
     self._staged = None
 
-
-class _Staging:
-  """Runs `fn` in a thread; `result()` joins it and returns (or raises) its result."""
-
-  def __init__(self, fn):
-    self._out = {}
-
-    def run():
-      try:
-        self._out["value"] = fn()
-      except BaseException as e:  # pylint: disable=broad-except
-        self._out["error"] = e
-
-    self._thread = threading.Thread(target=run, daemon=True)
-    self._thread.start()
-
-  def result(self):
-    self._thread.join()
-    if "error" in self._out:
-      raise self._out["error"]
-    return self._out["value"]
