@@ -22,13 +22,6 @@ namespace tfrl {
 struct AleBatch::Slot {
   std::unique_ptr<ale::ALEInterface> ale;
   std::mt19937 rng;
-  std::vector<uint8_t> last;    // Native screen after the last frame.
-  // Screen one frame before the last: grey levels (or RGB), or with
-  // grayscale the raw palette indices, converted in the max-pool pass.
-  std::vector<uint8_t> before;
-  std::vector<float> rows;      // Scratch: the vertical resize pass.
-  std::vector<float> acc;       // Scratch: one row of the horizontal pass.
-  std::vector<uint8_t> frame;   // The newest preprocessed frame.
   // The observation as Observe returns it: [pixel][stack][channel], oldest
   // frame first, so that Observe is one copy; PushFrame shifts it.
   std::vector<uint8_t> stacked;
@@ -38,6 +31,30 @@ struct AleBatch::Slot {
   bool played = false;  // stepped since its last reset
   mutable std::mutex mu;
 };
+
+// What a step or reset needs only while it runs: one set per thread, not
+// per slot (128 KB a slot with 84x84 grey frames), so that a batch's slots
+// keep less in the cache between their steps.
+struct AleBatch::Scratch {
+  std::vector<uint8_t> last;    // Native screen after the last frame.
+  // Screen one frame before the last: grey levels (or RGB), or with
+  // grayscale the raw palette indices, converted in the max-pool pass.
+  std::vector<uint8_t> before;
+  std::vector<float> rows;      // The vertical resize pass.
+  std::vector<float> acc;       // One row of the horizontal pass.
+  std::vector<uint8_t> frame;   // The newest preprocessed frame.
+};
+
+AleBatch::Scratch* AleBatch::ThreadScratch() const {
+  thread_local Scratch scratch;  // sized for the batch that uses it now
+  const size_t c = static_cast<size_t>(channels());
+  scratch.last.resize(static_cast<size_t>(native_height_) * native_width_ * c);
+  scratch.before.resize(scratch.last.size());
+  scratch.rows.resize(static_cast<size_t>(out_height_) * native_width_ * c);
+  scratch.acc.resize(static_cast<size_t>(out_width_) * c);
+  scratch.frame.resize(static_cast<size_t>(out_height_) * out_width_ * c);
+  return &scratch;
+}
 
 int SlotSeed(int64_t seed, int slot) {
   // A fixed affine map keeps seeds distinct per slot and reproducible.
@@ -124,16 +141,9 @@ std::string AleBatch::Create(const AleBatchConfig& config,
   // pressed to start.
   const ale::ActionVect minimal = first.getMinimalActionSet();
   b->fire_applies_ = minimal.size() >= 3 && minimal[1] == ale::PLAYER_A_FIRE;
-  const size_t native_bytes =
-      static_cast<size_t>(b->native_height_) * b->native_width_ * b->channels();
   const size_t frame_bytes =
       static_cast<size_t>(b->out_height_) * b->out_width_ * b->channels();
   for (auto& slot : b->slots_) {
-    slot->last.resize(native_bytes);
-    slot->before.resize(native_bytes);
-    slot->rows.resize(static_cast<size_t>(b->out_height_) * b->native_width_ * b->channels());
-    slot->acc.resize(static_cast<size_t>(b->out_width_) * b->channels());
-    slot->frame.assign(frame_bytes, 0);
     slot->stacked.assign(frame_bytes * config.stack, 0);
   }
   *batch = std::move(b);
@@ -217,24 +227,24 @@ void AleBatch::GrabScreen(Slot* slot, std::vector<uint8_t>* native) const {
   }
 }
 
-void AleBatch::GrabMaxPooled(Slot* slot) const {
+void AleBatch::GrabMaxPooled(Slot* slot, Scratch* s) const {
   if (config_.grayscale) {  // One pass: palette to grey and max together.
-    GreyLevels(gray_, slot->ale->getScreen().getArray(), slot->before.data(),
-               slot->last.data(), slot->last.size());
+    GreyLevels(gray_, slot->ale->getScreen().getArray(), s->before.data(), s->last.data(),
+               s->last.size());
     return;
   }
-  slot->ale->getScreenRGB(slot->last);
-  uint8_t* __restrict last = slot->last.data();
-  const uint8_t* __restrict before = slot->before.data();
-  const size_t n = slot->last.size();
+  slot->ale->getScreenRGB(s->last);
+  uint8_t* __restrict last = s->last.data();
+  const uint8_t* __restrict before = s->before.data();
+  const size_t n = s->last.size();
   for (size_t i = 0; i < n; ++i) last[i] = std::max(last[i], before[i]);
 }
 
-void AleBatch::KeepBeforeScreen(Slot* slot) const {
+void AleBatch::KeepBeforeScreen(Slot* slot, Scratch* s) const {
   if (config_.grayscale) {
-    std::memcpy(slot->before.data(), slot->ale->getScreen().getArray(), slot->before.size());
+    std::memcpy(s->before.data(), slot->ale->getScreen().getArray(), s->before.size());
   } else {
-    slot->ale->getScreenRGB(slot->before);
+    slot->ale->getScreenRGB(s->before);
   }
 }
 
@@ -294,23 +304,22 @@ TFRL_MULTIVERSION void ResizeColumns(const float* __restrict src, int rows, int 
 
 }  // namespace
 
-void AleBatch::Preprocess(Slot* slot, const uint8_t* native) const {
+void AleBatch::Preprocess(Scratch* s, const uint8_t* native) const {
   if (!config_.resize) {
-    std::memcpy(slot->frame.data(), native, slot->frame.size());
+    std::memcpy(s->frame.data(), native, s->frame.size());
     return;
   }
   // Rows first: the vertical pass works on whole contiguous rows, and the
   // scattered horizontal pass then runs on out_height rows, not 210.
   const int c = channels();
-  ResizeRows(native, native_width_ * c, rows_, out_height_, slot->rows.data());
-  ResizeColumns(slot->rows.data(), out_height_, native_width_, c, cols_, out_width_,
-                slot->acc.data(), slot->frame.data());
+  ResizeRows(native, native_width_ * c, rows_, out_height_, s->rows.data());
+  ResizeColumns(s->rows.data(), out_height_, native_width_, c, cols_, out_width_,
+                s->acc.data(), s->frame.data());
 }
 
-void AleBatch::PushFrame(Slot* slot, bool fill) const {
+void AleBatch::PushFrame(Slot* slot, const uint8_t* __restrict frame, bool fill) const {
   const int c = channels(), stack = config_.stack;
   const size_t pixels = static_cast<size_t>(out_height_) * out_width_;
-  const uint8_t* __restrict frame = slot->frame.data();
   uint8_t* __restrict out = slot->stacked.data();
   if (fill) {  // A new episode starts with the first frame repeated.
     for (size_t p = 0; p < pixels; ++p) {
@@ -356,9 +365,10 @@ std::string AleBatch::ResetLocked(Slot* slot) {
       for (int i = 0; i < config_.frame_skip; ++i) a.act(ale::PLAYER_A_FIRE);
       if (a.game_over(false)) a.reset_game();
     }
-    GrabScreen(slot, &slot->last);
-    Preprocess(slot, slot->last.data());
-    PushFrame(slot, /*fill=*/true);
+    Scratch* s = ThreadScratch();
+    GrabScreen(slot, &s->last);
+    Preprocess(s, s->last.data());
+    PushFrame(slot, s->frame.data(), /*fill=*/true);
     slot->lives = a.lives();
     slot->needs_reset = false;
     slot->has_observation = true;
@@ -391,6 +401,7 @@ std::string AleBatch::Step(int slot_index, int action_index, bool auto_reset,
   slot->played = true;
   bool game_over = false;
   bool have_before = false;
+  Scratch* s = ThreadScratch();
   try {
     for (int f = 0; f < config_.frame_skip; ++f) {
       out->reward += static_cast<float>(a.act(action));
@@ -399,14 +410,14 @@ std::string AleBatch::Step(int slot_index, int action_index, bool auto_reset,
         break;
       }
       if (config_.max_pool && f == config_.frame_skip - 2) {
-        KeepBeforeScreen(slot);
+        KeepBeforeScreen(slot, s);
         have_before = true;
       }
     }
     if (have_before) {  // Max over the last two frames removes flicker.
-      GrabMaxPooled(slot);
+      GrabMaxPooled(slot, s);
     } else {
-      GrabScreen(slot, &slot->last);
+      GrabScreen(slot, &s->last);
     }
     const int lives = a.lives();
     out->terminated = game_over;
@@ -425,8 +436,8 @@ std::string AleBatch::Step(int slot_index, int action_index, bool auto_reset,
     if (auto_reset) return ResetLocked(slot);
     slot->needs_reset = true;
   }
-  Preprocess(slot, slot->last.data());
-  PushFrame(slot, /*fill=*/false);
+  Preprocess(s, s->last.data());
+  PushFrame(slot, s->frame.data(), /*fill=*/false);
   return "";
 }
 

@@ -2,7 +2,8 @@
 //
 // Each slot owns one ale::ALEInterface, its random generator and a stack of
 // preprocessed frames. Slots are independent, so different slots may be
-// stepped from different threads at once; each slot has its own mutex.
+// stepped from different threads at once; each slot has its own mutex. A
+// step's temporaries (screens, resize passes) are per thread, not per slot.
 #ifndef TFRL_CUSTOM_OPS_CC_KERNELS_ALE_BATCH_H_
 #define TFRL_CUSTOM_OPS_CC_KERNELS_ALE_BATCH_H_
 
@@ -96,18 +97,21 @@ class AleBatch {
 
  private:
   struct Slot;
+  struct Scratch;
   explicit AleBatch(const AleBatchConfig& config);
+  // The calling thread's scratch, sized for this batch.
+  Scratch* ThreadScratch() const;
   // The current screen (grey or RGB) into `native`.
   void GrabScreen(Slot* slot, std::vector<uint8_t>* native) const;
   // Keeps the current screen for the max-pool of the step's last two frames.
-  void KeepBeforeScreen(Slot* slot) const;
-  // slot->last = max(current screen, kept screen), pixel by pixel.
-  void GrabMaxPooled(Slot* slot) const;
-  // Resizes `native` into slot->frame (or copies it when not resizing).
-  void Preprocess(Slot* slot, const uint8_t* native) const;
-  // Appends slot->frame to the slot's interleaved stack; `fill` repeats it
+  void KeepBeforeScreen(Slot* slot, Scratch* s) const;
+  // s->last = max(current screen, kept screen), pixel by pixel.
+  void GrabMaxPooled(Slot* slot, Scratch* s) const;
+  // Resizes `native` into s->frame (or copies it when not resizing).
+  void Preprocess(Scratch* s, const uint8_t* native) const;
+  // Appends `frame` to the slot's interleaved stack; `fill` repeats it
   // into every position (a new episode).
-  void PushFrame(Slot* slot, bool fill) const;
+  void PushFrame(Slot* slot, const uint8_t* frame, bool fill) const;
   std::string ResetLocked(Slot* slot);
 
   AleBatchConfig config_;
