@@ -8,7 +8,7 @@ before, every `refresh_steps`-th step of the episode computed in full) and,
 as the reference, from the full forward of the same frames. For each
 --refresh_steps value it reports the largest and the median relative error
 max|incremental - full| / max|full| over rows and steps, and how many greedy
-actions differ. The same frames , networks and actions are used for every value.
+actions differ. The same frames, networks and actions are used for every value.
 
     python benchmarks/incremental_drift.py --arch=large --weight_dtype=bfloat16
 

@@ -304,7 +304,8 @@ TFRL_MULTIVERSION void ResizeColumns(const float* __restrict src, int rows, int 
 
 }  // namespace
 
-void AleBatch::Preprocess(Scratch* s, const uint8_t* native) const {
+void AleBatch::Preprocess(Scratch* s) const {
+  const uint8_t* native = s->last.data();
   if (!config_.resize) {
     std::memcpy(s->frame.data(), native, s->frame.size());
     return;
@@ -367,7 +368,7 @@ std::string AleBatch::ResetLocked(Slot* slot) {
     }
     Scratch* s = ThreadScratch();
     GrabScreen(slot, &s->last);
-    Preprocess(s, s->last.data());
+    Preprocess(s);
     PushFrame(slot, s->frame.data(), /*fill=*/true);
     slot->lives = a.lives();
     slot->needs_reset = false;
@@ -436,7 +437,7 @@ std::string AleBatch::Step(int slot_index, int action_index, bool auto_reset,
     if (auto_reset) return ResetLocked(slot);
     slot->needs_reset = true;
   }
-  Preprocess(s, s->last.data());
+  Preprocess(s);
   PushFrame(slot, s->frame.data(), /*fill=*/false);
   return "";
 }

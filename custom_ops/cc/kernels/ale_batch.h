@@ -107,8 +107,8 @@ class AleBatch {
   void KeepBeforeScreen(Slot* slot, Scratch* s) const;
   // s->last = max(current screen, kept screen), pixel by pixel.
   void GrabMaxPooled(Slot* slot, Scratch* s) const;
-  // Resizes `native` into s->frame (or copies it when not resizing).
-  void Preprocess(Scratch* s, const uint8_t* native) const;
+  // Resizes s->last into s->frame (or copies it when not resizing).
+  void Preprocess(Scratch* s) const;
   // Appends `frame` to the slot's interleaved stack; `fill` repeats it
   // into every position (a new episode).
   void PushFrame(Slot* slot, const uint8_t* frame, bool fill) const;
