@@ -48,7 +48,10 @@ using population_delta::MarkTouched;
 using population_delta::ResetScratch;
 using population_delta::SumDenseRun;
 using population_delta::WindowOf;
+using population_simd::LoadU;
 using population_simd::PickByIsa;
+using population_simd::StoreU;
+using population_simd::Vec;
 using population_simd::Storage;
 using population_simd::WeightData;
 
@@ -114,15 +117,42 @@ struct NetScratch {
 // Layer i's output o went from old[0:N] to now[0:N]: records the changes of
 // the next layer's input at position o (through layer i's bias and ReLU,
 // computed as the per-layer op computes f(x) - f(x_prev)) and marks the next
-// layer's outputs they reach.
+// layer's outputs they reach. The changes are computed W channels at a time
+// (a scalar loop with a branch for the ReLU was 8 % of the op) and listed
+// without branches; a block of W unchanged channels is skipped whole.
+template <int W>
 TFRL_INLINE void EmitChanges(const DeltaGeometry& next, int64_t o, const float* old,
                              const float* now, const float* bias, DeltaScratch* s) {
+  typedef typename Vec<W>::type VF;
   const int64_t y = o / next.w, x = o - y * next.w;
   int64_t oy_lo, oy_hi;
   Covering(y, next.ks, next.stride, next.out_h, &oy_lo, &oy_hi);
   if (oy_lo > oy_hi) return;  // a position no window of the next layer reaches
   const int64_t first = s->num_changes;
-  for (int64_t ch = 0; ch < next.c; ++ch) {
+  Change* changes = s->changes.get();
+  int64_t end = first;
+  const VF zero = VF{};
+  int64_t ch = 0;
+  for (; ch + W <= next.c; ch += W) {
+    const VF b = LoadU<VF>(bias + ch);
+    VF u = LoadU<VF>(now + ch) * next.scale + b;
+    VF v = LoadU<VF>(old + ch) * next.scale + b;
+    if (next.relu) {  // NaN stays NaN, as tf.nn.relu
+      u = u < zero ? zero : u;
+      v = v < zero ? zero : v;
+    }
+    const VF d = u - v;
+    float lanes[W];
+    StoreU(lanes, d);
+    bool any = false;
+    for (int j = 0; j < W; ++j) any |= lanes[j] != 0.f;
+    if (!any) continue;
+    for (int j = 0; j < W; ++j) {
+      changes[end] = {lanes[j], static_cast<int32_t>(ch + j)};
+      end += lanes[j] != 0.f;
+    }
+  }
+  for (; ch < next.c; ++ch) {
     float u = now[ch] * next.scale + bias[ch];
     float v = old[ch] * next.scale + bias[ch];
     if (next.relu) {
@@ -130,10 +160,11 @@ TFRL_INLINE void EmitChanges(const DeltaGeometry& next, int64_t o, const float* 
       v = v < 0.f ? 0.f : v;
     }
     const float d = u - v;
-    s->changes[s->num_changes] = {d, static_cast<int32_t>(ch)};
-    s->num_changes += d != 0.f;
+    changes[end] = {d, static_cast<int32_t>(ch)};
+    end += d != 0.f;
   }
-  const int64_t count = s->num_changes - first;
+  s->num_changes = end;
+  const int64_t count = end - first;
   if (count == 0) return;
   s->pos_first[o] = static_cast<int32_t>(first);
   s->pos_count[o] = static_cast<int32_t>(count);
@@ -203,7 +234,7 @@ TFRL_INLINE void NetRunImpl(const NetCall<TX, TW>& call, int64_t p, const int64_
       if (next != nullptr) {
         for (int r = 0; r < count; ++r) {
           if (size[r] > 0)
-            EmitChanges(next->g, 0, ns->old[r], dense_rows[r].acc, out_bias,
+            EmitChanges<W>(next->g, 0, ns->old[r], dense_rows[r].acc, out_bias,
                         ns->scratch[i + 1][r].get());
         }
       }
@@ -219,7 +250,7 @@ TFRL_INLINE void NetRunImpl(const NetCall<TX, TW>& call, int64_t p, const int64_
         if (next != nullptr) std::memcpy(ns->old[0], out, sizeof(float) * g.n);
         AccumulateWindow<W>(out, window, WindowOf(g, *s, o, window), w, g.n);
         if (next != nullptr)
-          EmitChanges(next->g, o, ns->old[0], out, out_bias, ns->scratch[i + 1][r].get());
+          EmitChanges<W>(next->g, o, ns->old[0], out, out_bias, ns->scratch[i + 1][r].get());
       }
       ResetScratch(s);
     }
