@@ -50,9 +50,9 @@ using population_delta::SumDenseRun;
 using population_delta::WindowOf;
 using population_simd::LoadU;
 using population_simd::PickByIsa;
+using population_simd::Storage;
 using population_simd::StoreU;
 using population_simd::Vec;
-using population_simd::Storage;
 using population_simd::WeightData;
 
 // One layer of this call: its geometry (input = obs or the layer below's
@@ -235,7 +235,7 @@ TFRL_INLINE void NetRunImpl(const NetCall<TX, TW>& call, int64_t p, const int64_
         for (int r = 0; r < count; ++r) {
           if (size[r] > 0)
             EmitChanges<W>(next->g, 0, ns->old[r], dense_rows[r].acc, out_bias,
-                        ns->scratch[i + 1][r].get());
+                           ns->scratch[i + 1][r].get());
         }
       }
       continue;
