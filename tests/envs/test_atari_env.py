@@ -308,6 +308,62 @@ class GraphAndSubsetTest(tf.test.TestCase):
     env.step([0])  # Fine again.
 
 
+def _seeded_game(env, slot, seed, actions):
+  """Observations and rewards of `actions` in slot `slot` after a reset seeded `seed`."""
+  obs = [env.reset([slot], seeds=[seed]).numpy()[0]]
+  rewards = []
+  for a in actions:
+    o, r, _, _ = env.step([a], indices=[slot])
+    obs.append(o.numpy()[0])
+    rewards.append(float(r[0]))
+  return np.stack(obs), np.array(rewards)
+
+
+class SeededResetTest(tf.test.TestCase):
+  """A seeded reset makes a slot's game depend on the seed alone."""
+
+  def test_seeded_game_independent_of_slot_and_history(self):
+    # Pong with sticky actions 0.25 (so the sticky stream matters too) and
+    # random no-op starts: slot 2 of an env that has played other games
+    # (an unseeded one, and a seeded one cut short) replays, for a fixed
+    # action sequence, the game of slot 1 of a fresh, differently seeded env.
+    actions = np.random.default_rng(0).integers(6, size=300).astype(np.int32)
+    used = AtariEnv("pong", 3, seed=1, repeat_action_probability=0.25)
+    used.reset()
+    for a in np.random.default_rng(1).integers(6, size=(150, 3)).astype(np.int32):
+      used.step(a)
+    _seeded_game(used, 2, 99, actions[:40])
+    fresh = AtariEnv("pong", 2, seed=7, repeat_action_probability=0.25)
+    want_obs, want_rewards = _seeded_game(fresh, 1, 1234, actions)
+    got_obs, got_rewards = _seeded_game(used, 2, 1234, actions)
+    self.assertAllEqual(got_obs, want_obs)
+    self.assertAllEqual(got_rewards, want_rewards)
+    self.assertLess(want_rewards.min(), 0)  # the game reached the scoring
+    # A seeded reset always starts a new game, even with only_played.
+    again = used.reset([2], only_played=True, seeds=[1234]).numpy()[0]
+    self.assertAllEqual(again, want_obs[0])
+    # Another seed, another game.
+    other_obs, _ = _seeded_game(fresh, 1, 1235, actions)
+    self.assertNotAllEqual(other_obs, want_obs)
+
+  def test_bad_seeds_rejected_and_env_untouched(self):
+    env, twin = AtariEnv("pong", 2, seed=0), AtariEnv("pong", 2, seed=0)
+    env.reset()
+    twin.reset()
+    for seeds, message in (([5], "one seed per index"), ([5, 6, 7], "one seed per index"),
+                           ([-1, 0], "seed -1 at position 0 is out of range"),
+                           ([0, 2 ** 31], "out of range: allowed 0..2147483647")):
+      with self.assertRaisesRegex(tf.errors.InvalidArgumentError, message, msg=str(seeds)):
+        env.reset([0, 1], seeds=seeds)
+    # Nothing was reset: the env plays on as its twin, and takes good seeds.
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+      actions = rng.integers(6, size=2).astype(np.int32)
+      self.assertAllEqual(env.step(actions)[0], twin.step(actions)[0])
+    self.assertAllEqual(env.reset(seeds=[0, 2 ** 31 - 1]), twin.reset(seeds=[0, 2 ** 31 - 1]))
+    env.step([1, 2])
+
+
 class BadInputTest(tf.test.TestCase):
   """Bad input raises a TF error that says what is allowed; nothing crashes."""
 

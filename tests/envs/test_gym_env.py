@@ -1,5 +1,6 @@
 """GymEnv: any gymnasium env behind the batched interface."""
 
+import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
@@ -36,6 +37,52 @@ class GymEnvTest(tf.test.TestCase):
     self.assertAllEqual(a.reset(), b.reset())
     for _ in range(20):
       self.assertAllEqual(a.step([1, 0])[0], b.step([1, 0])[0])
+
+  def test_seeded_reset_matches_gymnasium(self):
+    env = GymEnv("CartPole-v1", 3, seed=1)
+    env.reset()
+    for _ in range(5):  # the slots have played: a seeded reset does not care
+      env.step([0, 1, 0])
+    for seed in (0, 5, 2 ** 31 - 1):
+      ref = gym.make("CartPole-v1")
+      want, _ = ref.reset(seed=seed)
+      other, _ = gym.make("CartPole-v1").reset(seed=seed // 2 + 1)
+      obs = env.reset([2, 0], seeds=[seed, seed // 2 + 1]).numpy()
+      self.assertAllEqual(obs[0], want)
+      self.assertAllEqual(obs[1], other)
+      for action in (1, 0, 0, 1):
+        self.assertAllEqual(env.step([action], indices=[2])[0][0], ref.step(action)[0])
+    self.assertNotAllEqual(env.reset([0], seeds=[1]), env.reset([0], seeds=[2]))
+    with self.assertRaisesRegex(Exception, "one per index"):
+      env.reset([0, 1], seeds=[1])
+    with self.assertRaisesRegex(Exception, r"in \[0, 2\^31\)"):
+      env.reset([0, 1], seeds=[1, 2 ** 31])
+    env.step([0, 0, 0])  # still usable
+
+  def test_without_auto_reset_the_final_observation_stays(self):
+    ref = gym.make("CartPole-v1")
+    ref.reset(seed=3)
+    env = GymEnv("CartPole-v1", 2, seed=0, auto_reset=False)
+    auto = GymEnv("CartPole-v1", 2, seed=0)
+    env.reset(seeds=[3, 4])
+    auto.reset(seeds=[3, 4])
+    for t in range(100):  # always pushing left ends the episode fast
+      want, _, ref_terminated, _, _ = ref.step(0)
+      obs, _, terminated, _ = env.step([0], indices=[0])
+      auto_obs, _, _, _ = auto.step([0], indices=[0])
+      self.assertEqual(bool(terminated[0]), ref_terminated)
+      self.assertAllEqual(obs[0], want)  # the final observation too
+      if ref_terminated:
+        break
+    self.assertTrue(ref_terminated, f"not terminated after {t + 1} steps")
+    self.assertGreater(abs(float(obs[0, 2])), 0.2)  # the pole past its end
+    self.assertNotAllClose(auto_obs[0], want)      # auto-reset: a new episode
+    self.assertLess(float(tf.reduce_max(tf.abs(auto_obs))), 0.05)
+    # The other slot is untouched, and a reset starts the next episode.
+    self.assertAllEqual(env.step([1], indices=[1])[0][0],
+                        auto.step([1], indices=[1])[0][0])
+    fresh = env.reset([0], only_played=True).numpy()[0]
+    self.assertLess(float(np.abs(fresh).max()), 0.05)
 
   def test_inside_tf_function_with_subsets(self):
     env = GymEnv("CartPole-v1", 4)

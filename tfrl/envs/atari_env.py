@@ -130,15 +130,20 @@ class AtariEnv:
     return ale_ops.observe(self._handle, self._indices(indices), height=height,
                            width=width, channels=channels)
 
-  def reset(self, indices=None, only_played: bool = False) -> tf.Tensor:
+  def reset(self, indices=None, only_played: bool = False, seeds=None) -> tf.Tensor:
     """Starts new games in the slots `indices` (all by default); returns obs.
 
     With `only_played`, slots still at the start of a game they have not
     stepped in (just reset, or auto-reset when their last game ended) keep
     that game, which saves the emulator frames of another reset sequence.
+    `seeds` (one int in [0, 2^31) per index) re-seeds each slot first: its
+    new game (no-op start, sticky actions, power-on RAM) then depends on
+    the seed alone, whatever the slot played before.
     """
     indices = self._indices(indices)
-    ale_ops.reset(self._handle, indices, only_played=only_played)
+    seeds = (tf.zeros([0], tf.int64) if seeds is None
+             else tf.convert_to_tensor(seeds, tf.int64))
+    ale_ops.reset(self._handle, indices, seeds, only_played=only_played)
     return self.observe(indices)
 
   def step_detailed(self, actions, indices=None) -> AtariStep:

@@ -22,9 +22,14 @@ class GymEnv:
     action_dtype: tf.int32 for Discrete, tf.float32 for Box.
     observation_shape: shape of one observation.
     observation_dtype: tf dtype of the observations.
+
+  With `auto_reset=False` a finished slot keeps its final observation until
+  it is reset (the neuroevolution evaluator resets each new episode itself,
+  with that episode's seed).
   """
 
-  def __init__(self, env_id: str, num_envs: int, *, seed: int = 0, **make_kwargs):
+  def __init__(self, env_id: str, num_envs: int, *, seed: int = 0,
+               auto_reset: bool = True, **make_kwargs):
     if not isinstance(num_envs, int) or num_envs < 1:
       raise ValueError(f"num_envs must be a positive int, got {num_envs!r}.")
     try:
@@ -33,6 +38,7 @@ class GymEnv:
       raise ValueError(f"Unknown or unusable gymnasium env '{env_id}': {e}") from e
     self.env_id = env_id
     self.num_envs = num_envs
+    self.auto_reset = auto_reset
     self._seed = seed
     self._seeded = [False] * num_envs
     self._played = [True] * num_envs  # stepped since the slot's last reset
@@ -68,19 +74,25 @@ class GymEnv:
     if len(np.unique(indices)) != len(indices):
       raise ValueError(f"duplicate env indices in {indices.tolist()}.")
 
-  def _reset_slot(self, i: int) -> None:
-    seed = None
-    if not self._seeded[i]:
+  def _reset_slot(self, i: int, seed=None) -> None:
+    if seed is None and not self._seeded[i]:
       seed = self._seed * 100003 + i  # Deterministic per slot, once.
-      self._seeded[i] = True
+    self._seeded[i] = True
     self._obs[i], _ = self._envs[i].reset(seed=seed)
     self._played[i] = False
 
-  def _np_reset(self, indices, only_played=False):
+  def _np_reset(self, indices, seeds, only_played=False):
     self._check_indices(indices)
-    for i in indices:
+    if seeds.size and seeds.shape != indices.shape:
+      raise ValueError(f"seeds must be empty or one per index ({indices.size}), got "
+                       f"{seeds.size}.")
+    if seeds.size and (seeds.min() < 0 or seeds.max() > 0x7FFFFFFF):
+      raise ValueError(f"seeds must be in [0, 2^31), got {seeds.tolist()}.")
+    for k, i in enumerate(indices):
       with self._locks[i]:
-        if not (only_played and not self._played[int(i)]):
+        if seeds.size:
+          self._reset_slot(int(i), int(seeds[k]))
+        elif not (only_played and not self._played[int(i)]):
           self._reset_slot(int(i))
     return self._obs[indices]
 
@@ -103,29 +115,33 @@ class GymEnv:
         obs, r, term, trunc, _ = self._envs[i].step(action)
         self._played[i] = True
         reward[k], terminated[k], truncated[k] = r, term, trunc
-        if term or trunc:
+        if (term or trunc) and self.auto_reset:
           self._reset_slot(i)
         else:
           self._obs[i] = obs
     return self._obs[indices], reward, terminated, truncated
 
-  def reset(self, indices=None, only_played: bool = False) -> tf.Tensor:
+  def reset(self, indices=None, only_played: bool = False, seeds=None) -> tf.Tensor:
     """Resets the slots in `indices` (all by default); returns their observations.
 
     With `only_played`, slots still at the start of an episode they have not
     stepped in (just reset, or reset when their last episode ended) keep it.
+    `seeds` (one int in [0, 2^31) per index) seeds each slot's new episode.
     """
     indices = self._indices(indices)
-    obs = tf.numpy_function(lambda i: self._np_reset(i, only_played), [indices],
-                            self.observation_dtype, stateful=True, name="GymReset")
+    seeds = (tf.zeros([0], tf.int64) if seeds is None
+             else tf.convert_to_tensor(seeds, tf.int64))
+    obs = tf.numpy_function(lambda i, s: self._np_reset(i, s, only_played),
+                            [indices, seeds], self.observation_dtype, stateful=True,
+                            name="GymReset")
     obs.set_shape([None] + list(self.observation_shape))
     return obs
 
   def step(self, actions, indices=None):
     """Steps the slots in `indices`; returns (obs, reward, terminated, truncated).
 
-    Finished slots are reset at once: their returned observation is the first
-    one of the next episode.
+    Finished slots are reset at once (with auto_reset): their returned
+    observation is the first one of the next episode.
     """
     indices = self._indices(indices)
     actions = tf.convert_to_tensor(actions, self.action_dtype)

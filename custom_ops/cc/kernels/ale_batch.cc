@@ -15,7 +15,9 @@
 #include "ale/ale_interface.hpp"
 #include "ale/common/ColourPalette.hpp"
 #include "ale/common/Log.hpp"
+#include "ale/emucore/Console.hxx"
 #include "ale/emucore/OSystem.hxx"
+#include "ale/emucore/System.hxx"
 
 namespace tfrl {
 
@@ -381,9 +383,23 @@ std::string AleBatch::ResetLocked(Slot* slot) {
   return "";
 }
 
-std::string AleBatch::Reset(int slot_index, bool only_played) {
+void AleBatch::SeedLocked(Slot* slot, int64_t seed) const {
+  const uint32_t s = static_cast<uint32_t>(seed);
+  slot->rng.seed(s);
+  ale::ALEInterface& a = *slot->ale;
+  a.environment->getEnvironmentRNG().seed(s);
+  // The power-on RAM and timer of the next reset come from the system's
+  // generator; a different stream from the sticky actions'.
+  a.theOSystem->console().system().rng().seed(s ^ 0x5bd1e995u);
+}
+
+std::string AleBatch::Reset(int slot_index, bool only_played, int64_t seed) {
   Slot* slot = slots_[slot_index].get();
   std::lock_guard<std::mutex> lock(slot->mu);
+  if (seed >= 0) {
+    SeedLocked(slot, seed);
+    return ResetLocked(slot);
+  }
   if (only_played && !slot->needs_reset && !slot->played) return "";
   return ResetLocked(slot);
 }

@@ -87,8 +87,10 @@ class AleBatch {
   // first. They return an empty string or an error message.
   // With only_played, a slot still at the start of a game it has not
   // stepped in (just reset, or auto-reset at the end of its last game) is
-  // left as it is.
-  std::string Reset(int slot, bool only_played = false);
+  // left as it is. With a seed >= 0 the slot's random streams (no-ops, sticky
+  // actions, the emulator's power-on RAM) are re-seeded first, so the game
+  // depends on the seed alone; such a reset always happens.
+  std::string Reset(int slot, bool only_played = false, int64_t seed = -1);
   // With auto_reset, a finished slot starts a new game at once; without, it
   // keeps its last observation and needs Reset before the next Step.
   std::string Step(int slot, int action_index, bool auto_reset, StepOutput* out);
@@ -113,6 +115,7 @@ class AleBatch {
   // into every position (a new episode).
   void PushFrame(Slot* slot, const uint8_t* frame, bool fill) const;
   std::string ResetLocked(Slot* slot);
+  void SeedLocked(Slot* slot, int64_t seed) const;
 
   AleBatchConfig config_;
   int native_height_ = 0;

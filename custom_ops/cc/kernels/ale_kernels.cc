@@ -187,8 +187,21 @@ class AleResetOp : public OpKernel {
     std::vector<int> indices;
     OP_REQUIRES_OK(ctx, GetBatchAndIndices(ctx, &env, &indices));
     tfrl::AleBatch* batch = env->batch();
+    const Tensor& seeds_t = ctx->input(2);
+    OP_REQUIRES(ctx, seeds_t.dims() == 1 && (seeds_t.dim_size(0) == 0 ||
+                                             seeds_t.dim_size(0) == indices.size()),
+                errors::InvalidArgument("seeds must be an empty vector or one seed per "
+                                        "index (", indices.size(), "), got shape ",
+                                        seeds_t.shape().DebugString()));
+    auto seeds = seeds_t.vec<int64_t>();
+    const bool seeded = seeds_t.dim_size(0) > 0;
+    for (int64_t i = 0; seeded && i < seeds.size(); ++i) {
+      OP_REQUIRES(ctx, seeds(i) >= 0 && seeds(i) <= 0x7fffffff,
+                  errors::InvalidArgument("seed ", seeds(i), " at position ", i,
+                                          " is out of range: allowed 0..2147483647"));
+    }
     OP_REQUIRES_OK(ctx, ParallelOverSlots(ctx, indices.size(), [&](int i) {
-                     return batch->Reset(indices[i], only_played_);
+                     return batch->Reset(indices[i], only_played_, seeded ? seeds(i) : -1);
                    }));
   }
 

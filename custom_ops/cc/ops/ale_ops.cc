@@ -58,17 +58,24 @@ max_episode_frames: emulator frames after which an episode is truncated.
 REGISTER_OP("AleReset")
     .Input("handle: resource")
     .Input("indices: int32")
+    .Input("seeds: int64")
     .Attr("only_played: bool = false")
     .SetIsStateful()
     .SetShapeFn([](InferenceContext* c) {
       ShapeHandle unused;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 0, &unused));
       TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 1, &unused));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 1, &unused));
       return absl::OkStatus();
     })
     .Doc(R"doc(
 Resets the slots in `indices` (no-op starts and FIRE as configured).
 
+seeds: empty, or one seed in [0, 2^31) per index. An empty vector continues
+  each slot's own random streams. A seed re-seeds the slot's streams (its
+  no-op count, ALE's sticky actions and the emulator's power-on RAM) before
+  the reset, so that the new game depends on that seed only, not on what the
+  slot played before; always a real reset (only_played is ignored).
 only_played: leave alone the slots still at the start of a game they have not
   stepped in (just reset, or auto-reset when their last game ended), whose
   reset would only spend the reset sequence's emulator frames again.
