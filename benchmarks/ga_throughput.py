@@ -40,7 +40,9 @@ import tensorflow as tf
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from tfrl.neuroevolution import evaluation  # pylint: disable=g-import-not-at-top
+from tfrl.neuroevolution import evaluators  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import ga  # pylint: disable=g-import-not-at-top
+from tfrl.neuroevolution import genome as genome_lib  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import noise as noise_lib  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import population_net as pn  # pylint: disable=g-import-not-at-top
 from tfrl.ops import population as pop_ops  # pylint: disable=g-import-not-at-top
@@ -112,17 +114,22 @@ def make_ga(env, arch, groups, precision, episodes, inference):
                           env.observation_shape, env.num_actions)
   table = noise_lib.NoiseTable(0, max(1 << 22, 4 * layout.dim))
   net = pn.PopulationNetwork(layout, _POPULATION.value)
-  evaluator = evaluation.PipelinedEvaluator(env, net, num_groups=groups,
+  pipelined = evaluation.PipelinedEvaluator(env, net, num_groups=groups,
                                             episode_frame_cap=_CAP.value,
                                             incremental=inference == "incremental")
   config = ga.GAConfig(population=_POPULATION.value, truncation=10,
                        mutation_power=0.002, elite_candidates=_ELITE_CANDIDATES.value,
                        elite_episodes=_ELITE_EPISODES.value,
                        episodes_per_eval=episodes)
-  algo = ga.GeneticAlgorithm(config, layout, table, net, evaluator)
+  # The parent cache the entry points size (ne_cli.cache_size).
+  builder = genome_lib.ParamBuilder(
+      table, layout.init_scale, cache_size=config.truncation + config.elite_candidates + 2)
+  # Not closed: it would close the env all the cells share.
+  evaluator = evaluators.LocalEvaluator(pipelined, builder)
+  algo = ga.GeneticAlgorithm(config, layout, table, evaluator)
   # Warm-up (tracing) on two networks; the measured rounds are whole generations.
   net.load(np.zeros((2, layout.dim), np.float32))
-  evaluator.evaluate(2, 1)
+  pipelined.evaluate(2, 1)
   return algo
 
 

@@ -1,4 +1,5 @@
-"""GA, ES and random search on CartPole (GymEnv), the evaluator, checkpoints."""
+"""GA, ES and random search on CartPole (GymEnv), the evaluators, episode seeds,
+placement independence, checkpoints."""
 
 import collections
 import os
@@ -10,10 +11,13 @@ from tfrl.envs import GymEnv
 from tfrl.neuroevolution import checkpoint
 from tfrl.neuroevolution import es
 from tfrl.neuroevolution import evaluation
+from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import ga
+from tfrl.neuroevolution import genome as genome_lib
 from tfrl.neuroevolution import noise as noise_lib
 from tfrl.neuroevolution import population_net as pn
 from tfrl.neuroevolution import runner
+from tfrl.neuroevolution import worker
 
 
 def _setup(capacity, hidden=(8,), num_envs=16, groups=2, cap=None, seed=0):
@@ -26,6 +30,22 @@ def _setup(capacity, hidden=(8,), num_envs=16, groups=2, cap=None, seed=0):
   table = noise_lib.NoiseTable(seed, 100_000)
   spec = tf.TensorSpec([None, 4], tf.float32)
   return env, layout, net, evaluator, table, spec
+
+
+def _local(pipelined, table, layout):
+  """The `LocalEvaluator` (seed chains -> weights) over a `PipelinedEvaluator`."""
+  return evaluators.LocalEvaluator(pipelined,
+                                   genome_lib.ParamBuilder(table, layout.init_scale))
+
+
+def _assert_staged_equal(test, a, b, rows):
+  """Rows `rows` of two `StagedWeights` hold the same kernels and biases."""
+  for x, y in zip(a.kernels + a.biases, b.kernels + b.biases):
+    test.assertAllEqual(x[rows], y[rows])
+
+
+# Pong episodes of the Atari placement test: 1200 frames (300 steps) reach the scoring.
+_ATARI_CAP = 1200
 
 
 def _short_and_balancing_networks():
@@ -160,16 +180,196 @@ class EvaluatorTest(tf.test.TestCase):
       evaluation.PipelinedEvaluator(env, net, num_groups=3)
     env.close()
 
+  def test_seeded_results_independent_of_placement(self):
+    # With seeds an episode's outcome depends on (network, seed) only: not on
+    # the slot count, the group count, the env's own seed or auto-reset, the
+    # play order, a cap, or what the slots played before.
+    layout = pn.ParamLayout(pn.NetworkConfig(arch="mlp", hidden=(8,)), (4,), 2)
+    flat = np.random.default_rng(5).standard_normal((5, layout.dim)).astype(np.float32)
+    flat *= layout.init_scale
+    seeds = evaluators.episode_seeds(7, 0, 0, 5, 3)
+    placements = ((6, 1, 0, True, None), (6, 3, 1, False, None),
+                  (4, 1, 2, False, [1.0, 5.0, 3.0, 2.0, 4.0]), (11, 3, 3, True, None))
+    for cap in (None, 40):
+      results = []
+      for num_envs, groups, env_seed, auto_reset, expected in placements:
+        msg = f"num_envs={num_envs} groups={groups} cap={cap}"
+        env = GymEnv("CartPole-v1", num_envs, seed=env_seed, auto_reset=auto_reset)
+        net = pn.PopulationNetwork(layout, 8)
+        net.load(flat)
+        evaluator = evaluation.PipelinedEvaluator(env, net, num_groups=groups,
+                                                  episode_frame_cap=cap)
+        res = evaluator.evaluate(5, 3, expected_steps=expected, seeds=seeds)
+        # The slots have played other episodes now: the same again.
+        again = evaluator.evaluate(5, 3, seeds=seeds)
+        self.assertAllEqual(again.returns, res.returns, msg=msg)
+        self.assertAllEqual(again.lengths, res.lengths, msg=msg)
+        # Named networks: rows follow the order asked for, seeds with them.
+        named = evaluator.evaluate([3, 1], 2, seeds=seeds[[3, 1], :2])
+        self.assertAllEqual(named.lengths, res.lengths[[3, 1], :2], msg=msg)
+        results.append(res)
+        env.close()
+      ref = results[0]
+      self.assertAllEqual(ref.returns, ref.lengths)  # reward 1 per step
+      if cap is not None:
+        self.assertTrue(np.all(ref.lengths <= cap))
+      for (num_envs, groups, *_), res in zip(placements[1:], results[1:]):
+        msg = f"num_envs={num_envs} groups={groups} cap={cap}"
+        self.assertAllEqual(res.returns, ref.returns, msg=msg)
+        self.assertAllEqual(res.lengths, ref.lengths, msg=msg)
+        self.assertEqual(res.frames, ref.frames, msg=msg)
+    # The seeds do matter: other seeds, other episodes.
+    env = GymEnv("CartPole-v1", 6, seed=0)
+    net = pn.PopulationNetwork(layout, 8)
+    net.load(flat)
+    evaluator = evaluation.PipelinedEvaluator(env, net, num_groups=2)
+    other = evaluator.evaluate(5, 3, seeds=seeds + 1)
+    self.assertNotAllEqual(other.lengths, results[0].lengths)
+    with self.assertRaisesRegex(ValueError, "seeds must be"):
+      evaluator.evaluate(5, 2, seeds=seeds)
+    env.close()
+
+  def test_seeded_atari_results_independent_of_placement(self):
+    # Pong with sticky actions, the small conv net: one group of 3 slots and
+    # three groups of 5 slots (other emulator seeds) play the same episodes.
+    from tfrl.envs import AtariEnv  # pylint: disable=import-outside-toplevel
+    layout = pn.ParamLayout(pn.NetworkConfig(arch="small"), (84, 84, 4), 6)
+    flat = np.random.default_rng(4).standard_normal((4, layout.dim)).astype(np.float32)
+    flat *= layout.init_scale
+    seeds = evaluators.episode_seeds(3, 1, 0, 4, 2)
+    results = []
+    for num_envs, groups, env_seed in ((3, 1, 0), (5, 3, 9)):
+      env = AtariEnv("pong", num_envs, seed=env_seed, repeat_action_probability=0.25,
+                     auto_reset=False)
+      net = pn.PopulationNetwork(layout, 4)
+      net.load(flat)
+      evaluator = evaluation.PipelinedEvaluator(env, net, num_groups=groups,
+                                                episode_frame_cap=_ATARI_CAP)
+      results.append(evaluator.evaluate(4, 2, seeds=seeds))
+      env.close()
+    ref = results[0]
+    self.assertAllEqual(ref.lengths, np.full((4, 2), _ATARI_CAP // 4))
+    self.assertLess(ref.returns.min(), 0)  # the episodes reach the scoring
+    self.assertAllEqual(results[1].returns, ref.returns)
+    self.assertAllEqual(results[1].lengths, ref.lengths)
+    self.assertEqual(results[1].frames, ref.frames)
+
+
+class EpisodeSeedsTest(tf.test.TestCase):
+
+  test_session = None  # tf.test.TestCase's deprecated helper, not a test.
+
+  def test_deterministic_in_range_and_distinct(self):
+    a = evaluators.episode_seeds(5, 3, 0, 20, 4)
+    self.assertEqual((a.shape, a.dtype), ((20, 4), np.int64))
+    self.assertAllEqual(a, evaluators.episode_seeds(5, 3, 0, 20, 4))
+    self.assertTrue(np.all((a >= 0) & (a < 2 ** 31)))
+    self.assertLen(np.unique(a), a.size)
+    # Job i's episode e does not depend on the size of the call.
+    self.assertAllEqual(evaluators.episode_seeds(5, 3, 0, 7, 2), a[:7, :2])
+    # Another phase, generation or run seed: other seeds.
+    for run_seed, generation, phase in ((5, 3, 1), (5, 4, 0), (6, 3, 0)):
+      b = evaluators.episode_seeds(run_seed, generation, phase, 20, 4)
+      self.assertFalse(np.any(a == b), msg=f"{(run_seed, generation, phase)}")
+    self.assertEqual(evaluators.episode_seeds(0, 0, 0, 0, 3).shape, (0, 3))
+
+
+class LocalEvaluatorTest(tf.test.TestCase):
+
+  test_session = None  # tf.test.TestCase's deprecated helper, not a test.
+
+  def _loaded(self, net, rows):
+    return [v.numpy()[:rows] for v in net.kernels + net.biases]
+
+  def _staged(self, net, flat):
+    staged = net.stage(flat)
+    return [a[:len(flat)] for a in staged.kernels + staged.biases]
+
+  def test_genomes_played_as_their_weights(self):
+    env, layout, net, pipelined, table, _ = _setup(6, num_envs=4)
+    local = _local(pipelined, table, layout)
+    builder = genome_lib.ParamBuilder(table, layout.init_scale)
+    genomes = [genome_lib.Genome(10), genome_lib.Genome(20, ((30, 0.1),)),
+               genome_lib.Genome(10, ((40, 0.1), (50, 0.1)))]
+    seeds = evaluators.episode_seeds(1, 0, 0, 3, 2)
+    res = local.evaluate(genomes, 2, seeds)
+    for got, want in zip(self._loaded(net, 3), self._staged(net, builder.build_many(genomes))):
+      self.assertAllEqual(got, want)
+    by_hand = pipelined.evaluate(3, 2, seeds=seeds)
+    self.assertAllEqual(res.returns, by_hand.returns)
+    # Loaded genomes play in place, in any order, without a reload.
+    loads = []
+    real_load = net.load
+    net.load = lambda w: (loads.append(1), real_load(w))[1]
+    again = local.evaluate([genomes[2], genomes[0]], 2, seeds[[2, 0]])
+    self.assertEqual(loads, [])
+    self.assertAllEqual(again.returns, res.returns[[2, 0]])
+    del net.load
+    with self.assertRaisesRegex(ValueError, "need 1..6 genomes"):
+      local.evaluate([genome_lib.Genome(1)] * 7, 1, np.zeros((7, 1), np.int64))
+    env.close()
+
+  def test_prepare_stages_the_known_rows(self):
+    env, layout, net, pipelined, table, _ = _setup(6, num_envs=4)
+    local = _local(pipelined, table, layout)
+    builder = genome_lib.ParamBuilder(table, layout.init_scale)
+    parent = genome_lib.Genome(10, ((40, 0.1),))
+    local.remember([parent])
+    children = [None, parent.child(60, 0.1), genome_lib.Genome(70), None,
+                parent.child(80, 0.1)]
+    local.prepare(children)
+    _, pending = local._prepared  # pylint: disable=protected-access
+    staged = pending.result()
+    known = [1, 2, 4]
+    want = net.stage(builder.build_many([children[i] for i in known]))
+    for a, b in zip(staged.kernels + staged.biases, want.kernels + want.biases):
+      self.assertAllEqual(a[known], b[:3])
+    # A call that asks for none of them (random search's elite candidates)
+    # loads its own weights and leaves the staged ones for a later call.
+    others = [genome_lib.Genome(90), genome_lib.Genome(91)]
+    local.evaluate(others, 1, np.zeros((2, 1), np.int64))
+    for got, want in zip(self._loaded(net, 2), self._staged(net, builder.build_many(others))):
+      self.assertAllEqual(got, want)
+    self.assertIs(local._prepared[1], pending)  # pylint: disable=protected-access
+    # The next call takes the staged rows and builds the unknown ones.
+    nxt = [genome_lib.Genome(5), children[1], children[2], genome_lib.Genome(6),
+           children[4]]
+    local.evaluate(nxt, 1, np.arange(5, dtype=np.int64)[:, None])
+    for got, want in zip(self._loaded(net, 5), self._staged(net, builder.build_many(nxt))):
+      self.assertAllEqual(got, want)
+    self.assertIsNone(local._prepared)  # pylint: disable=protected-access
+    with self.assertRaisesRegex(ValueError, "exceed the capacity"):
+      local.prepare([None] * 7)
+    env.close()
+
+  def test_center_chains(self):
+    env, layout, net, pipelined, table, _ = _setup(4, num_envs=4)
+    local = _local(pipelined, table, layout)
+    center = genome_lib.Genome(genome_lib.CENTER)
+    plus = genome_lib.Genome(genome_lib.CENTER, ((5, 0.1),))
+    seeds = np.zeros((2, 1), np.int64)
+    with self.assertRaisesRegex(ValueError, "set_center"):
+      local.evaluate([center], 1, seeds[:1])
+    rng = np.random.default_rng(0)
+    for _ in range(2):  # a new centre replaces the loaded CENTER chains
+      theta = (rng.standard_normal(layout.dim) * layout.init_scale).astype(np.float32)
+      local.set_center(theta)
+      local.evaluate([center, plus], 1, seeds)
+      want = np.stack([theta, theta + np.float32(0.1) * table.get(5, layout.dim)])
+      for got, w in zip(self._loaded(net, 2), self._staged(net, want)):
+        self.assertAllEqual(got, w)
+    env.close()
+
 
 class AlgorithmTest(tf.test.TestCase):
 
   test_session = None  # tf.test.TestCase's deprecated helper, not a test.
 
   def test_ga_solves_cartpole(self):
-    env, layout, net, evaluator, table, spec = _setup(24, groups=1)  # deterministic
+    env, layout, _, evaluator, table, spec = _setup(24)
     config = ga.GAConfig(population=24, truncation=6, mutation_power=0.1,
                          elite_candidates=3, elite_episodes=3, seed=1)
-    algo = ga.GeneticAlgorithm(config, layout, table, net, evaluator)
+    algo = ga.GeneticAlgorithm(config, layout, table, _local(evaluator, table, layout))
     history = runner.run(algo, runner.RunConfig(
         logdir=self.get_temp_dir() + "/ga", generations=15, export=False,
         target_score=475.0), spec, print_fn=lambda s: None)
@@ -180,13 +380,13 @@ class AlgorithmTest(tf.test.TestCase):
     env.close()
 
   def test_es_solves_cartpole(self):
-    # One slot group: jobs reach slots in a fixed order, so the run is
-    # deterministic (two groups race for jobs).
-    env, layout, net, evaluator, table, spec = _setup(32, hidden=(), groups=1)
-    # (Seeds 0-3 all reach 195 within 15 generations with these settings.)
+    # Seeded episodes: the run is deterministic with any number of groups.
+    env, layout, _, evaluator, table, spec = _setup(32, hidden=())
+    # (Seeds 1-4, 6 and 7 reach 195 within 7-27 generations with these
+    # settings, seed 1 in 14; seeds 0 and 5 do not within 30.)
     config = es.ESConfig(population=32, sigma=0.1, learning_rate=0.1, l2=0.005,
-                         center_episodes=5, seed=0)
-    algo = es.EvolutionStrategy(config, layout, table, net, evaluator)
+                         center_episodes=5, seed=1)
+    algo = es.EvolutionStrategy(config, layout, table, _local(evaluator, table, layout))
     history = runner.run(algo, runner.RunConfig(
         logdir=self.get_temp_dir() + "/es", generations=30, export=False,
         target_score=195.0), spec, print_fn=lambda s: None)
@@ -196,27 +396,38 @@ class AlgorithmTest(tf.test.TestCase):
 
   def test_next_population_staged_while_elites_play(self):
     # The weights staged during the elite re-evaluation are exactly the next
-    # population's, elite in row 0, for the GA and for random search.
+    # population's in the rows known then (all but the elite's, row 0, for the
+    # GA; all for random search), and the next call loads exactly the next
+    # population, elite in row 0.
     for random_search in (False, True):
-      env, layout, net, evaluator, table, _ = _setup(12)
+      env, layout, net, pipelined, table, _ = _setup(12)
       config = ga.GAConfig(population=12, truncation=4, mutation_power=0.1,
                            elite_candidates=3, elite_episodes=2,
                            random_search=random_search, seed=2)
-      algo = ga.GeneticAlgorithm(config, layout, table, net, evaluator)
+      evaluator = _local(pipelined, table, layout)
+      algo = ga.GeneticAlgorithm(config, layout, table, evaluator)
+      builder = genome_lib.ParamBuilder(table, layout.init_scale)
       for _ in range(3):
         algo.step()
-        staged = algo._staged  # pylint: disable=protected-access
-        rebuilt = net.stage(algo.builder.build_many(algo.population))
+        known, pending = evaluator._prepared  # pylint: disable=protected-access
+        staged = pending.result()
+        rows = [i for i, g in enumerate(known) if g is not None]
+        self.assertEqual(rows, list(range(0 if random_search else 1, 12)))
+        self.assertEqual([known[i] for i in rows], [algo.population[i] for i in rows])
         self.assertEqual(staged.loaded, 12)
-        for a, b in zip(staged.kernels + staged.biases, rebuilt.kernels + rebuilt.biases):
-          self.assertAllEqual(a, b)
+        rebuilt = net.stage(builder.build_many(algo.population))
+        _assert_staged_equal(self, staged, rebuilt, rows)
+        evaluator.load(algo.population)  # what the next step's call loads first
+        self.assertEqual(net.loaded, 12)
+        for v, b in zip(net.kernels + net.biases, rebuilt.kernels + rebuilt.biases):
+          self.assertAllEqual(v.numpy(), b)
       env.close()
 
   def test_random_search_draws_fresh_populations(self):
-    env, layout, net, evaluator, table, spec = _setup(16)
+    env, layout, _, evaluator, table, spec = _setup(16)
     config = ga.GAConfig(population=16, truncation=1, elite_candidates=3,
                          elite_episodes=2, random_search=True, seed=3)
-    algo = ga.GeneticAlgorithm(config, layout, table, net, evaluator)
+    algo = ga.GeneticAlgorithm(config, layout, table, _local(evaluator, table, layout))
     self.assertEqual(algo.name, "random_search")
     first = None
     for _ in range(2):
@@ -229,16 +440,17 @@ class AlgorithmTest(tf.test.TestCase):
 
   def test_ga_checkpoint_resume(self):
     logdir = self.get_temp_dir() + "/ga_resume"
-    env, layout, net, evaluator, table, spec = _setup(8)
+    env, layout, _, pipelined, table, spec = _setup(8)
+    evaluator = _local(pipelined, table, layout)
     config = ga.GAConfig(population=8, truncation=3, mutation_power=0.1,
                          elite_candidates=2, elite_episodes=2, seed=4)
-    algo = ga.GeneticAlgorithm(config, layout, table, net, evaluator)
+    algo = ga.GeneticAlgorithm(config, layout, table, evaluator)
     runner.run(algo, runner.RunConfig(logdir=logdir, generations=2, export=False),
                spec, print_fn=lambda s: None)
     saved_population, saved_elite = list(algo.population), algo.elite
     self.assertTrue(checkpoint.exists(logdir))
 
-    fresh = ga.GeneticAlgorithm(config, layout, table, net, evaluator)
+    fresh = ga.GeneticAlgorithm(config, layout, table, evaluator)
     lines = []
     history = runner.run(fresh, runner.RunConfig(logdir=logdir, generations=3,
                                                  resume=True, export=False),
@@ -250,29 +462,103 @@ class AlgorithmTest(tf.test.TestCase):
     self.assertGreater(fresh.frames, algo.frames)
     state, _ = checkpoint.load(logdir)
     self.assertEqual(state["generation"], 3)
-    restored = ga.GeneticAlgorithm(config, layout, table, net, evaluator)
+    restored = ga.GeneticAlgorithm(config, layout, table, evaluator)
     restored.restore(*checkpoint.load(logdir))
     self.assertEqual(restored.population, fresh.population)
     # The first checkpoint's population was what generation 3 evaluated.
     self.assertIn(fresh.elite, saved_population + [saved_elite] + fresh.population)
+    # Seeded episodes: the resumed run is the run that was not interrupted.
+    algo.step()
+    self.assertEqual(algo.state(), fresh.state())
     env.close()
 
   def test_es_checkpoint_resume(self):
     logdir = self.get_temp_dir() + "/es_resume"
-    env, layout, net, evaluator, table, spec = _setup(8, hidden=())
+    env, layout, _, pipelined, table, spec = _setup(8, hidden=())
+    evaluator = _local(pipelined, table, layout)
     config = es.ESConfig(population=8, sigma=0.05, learning_rate=0.1, center_episodes=1)
-    algo = es.EvolutionStrategy(config, layout, table, net, evaluator)
+    algo = es.EvolutionStrategy(config, layout, table, evaluator)
     runner.run(algo, runner.RunConfig(logdir=logdir, generations=2, export=False),
                spec, print_fn=lambda s: None)
-    fresh = es.EvolutionStrategy(config, layout, table, net, evaluator)
+    fresh = es.EvolutionStrategy(config, layout, table, evaluator)
     fresh.restore(*checkpoint.load(logdir))
     self.assertAllEqual(fresh.theta, algo.theta)
     self.assertAllEqual(fresh.adam.m, algo.adam.m)
     self.assertEqual((fresh.generation, fresh.adam.t), (2, 2))
+    # Seeded episodes: the resumed run goes on as the uninterrupted one.
+    resumed, uninterrupted = fresh.step(), algo.step()
+    for key in _RUN_METRICS + ("grad_norm",):
+      self.assertEqual(resumed[key], uninterrupted[key], msg=key)
+    self.assertAllEqual(fresh.theta, algo.theta)
     with self.assertRaises(ValueError):
-      ga.GeneticAlgorithm(ga.GAConfig(population=8, truncation=2), layout, table, net,
+      ga.GeneticAlgorithm(ga.GAConfig(population=8, truncation=2), layout, table,
                           evaluator).restore(*checkpoint.load(logdir))
     env.close()
+
+
+# The metrics of a run (the others measure time).
+_RUN_METRICS = ("generation", "best", "mean", "elite", "frames", "generation_frames")
+
+
+def _spec(capacity, num_envs, slot_groups, cache_size=64, hidden=(8,)):
+  """CartPole through `worker.build_local`, as the entry points build it."""
+  return worker.WorkerSpec(
+      env=worker.EnvSpec(gym_id="CartPole-v1", seed=0),
+      network=pn.NetworkConfig(arch="mlp", hidden=hidden), observation_shape=(4,),
+      num_actions=2, noise_seed=0, noise_size=100_000, capacity=capacity,
+      num_envs=num_envs, slot_groups=slot_groups, episode_frame_cap=200,
+      cache_size=cache_size)
+
+
+class PlacementIndependenceTest(tf.test.TestCase):
+  """A run's metrics and state do not depend on how its episodes were placed."""
+
+  test_session = None  # tf.test.TestCase's deprecated helper, not a test.
+
+  def _run(self, make_algorithm, spec, generations=3):
+    evaluator = worker.build_local(spec)
+    try:
+      self.assertIsInstance(evaluator, evaluators.LocalEvaluator)
+      self.assertEqual((evaluator.env.num_envs, len(evaluator.pipelined.groups)),
+                       (spec.num_envs, spec.slot_groups))
+      algo = make_algorithm(spec.layout(), evaluator.builder.table, evaluator)
+      history = [algo.step() for _ in range(generations)]
+    finally:
+      evaluator.close()
+    return history, algo
+
+  def _assert_same_runs(self, runs, extra_metrics=()):
+    (ref_history, ref_algo), placements = runs[0], runs[1:]
+    for history, algo in placements:
+      self.assertLen(history, len(ref_history))
+      for gen, (m, ref) in enumerate(zip(history, ref_history)):
+        for key in _RUN_METRICS + tuple(extra_metrics):
+          self.assertEqual(m[key], ref[key], msg=f"generation {gen + 1}: {key}")
+      state, arrays = algo.state()
+      ref_state, ref_arrays = ref_algo.state()
+      self.assertEqual(state, ref_state)
+      self.assertEqual(arrays is None, ref_arrays is None)
+      for key in (ref_arrays or {}):
+        self.assertAllEqual(arrays[key], ref_arrays[key], msg=key)
+
+  def test_ga_and_random_search(self):
+    for random_search in (False, True):
+      config = ga.GAConfig(population=12, truncation=4, mutation_power=0.1,
+                           elite_candidates=3, elite_episodes=2, episodes_per_eval=2,
+                           random_search=random_search, seed=5)
+      make = lambda layout, table, ev: ga.GeneticAlgorithm(config, layout, table, ev)
+      runs = [self._run(make, _spec(12, 4, 1)),
+              self._run(make, _spec(12, 7, 3, cache_size=2))]
+      self._assert_same_runs(runs)
+      self.assertGreater(runs[0][0][-1]["frames"], 0)
+
+  def test_es(self):
+    config = es.ESConfig(population=8, sigma=0.05, learning_rate=0.1, center_episodes=2,
+                         seed=2)
+    make = lambda layout, table, ev: es.EvolutionStrategy(config, layout, table, ev)
+    runs = [self._run(make, _spec(8, 3, 1, hidden=())),
+            self._run(make, _spec(8, 8, 3, hidden=()))]
+    self._assert_same_runs(runs, extra_metrics=("grad_norm",))
 
 
 if __name__ == "__main__":

@@ -9,10 +9,13 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
+from tfrl.envs import AtariEnv
 from tfrl.envs import GymEnv
 from tfrl.neuroevolution import checkpoint
 from tfrl.neuroevolution import es
 from tfrl.neuroevolution import evaluation
+from tfrl.neuroevolution import evaluators
+from tfrl.neuroevolution import genome as genome_lib
 from tfrl.neuroevolution import noise as noise_lib
 from tfrl.neuroevolution import population_net as pn
 from tfrl.neuroevolution import runner
@@ -198,15 +201,18 @@ class VBNForwardTest(tf.test.TestCase, parameterized.TestCase):
 
 def _es(logdir_seed=0, vbn_config=vbn.VBNConfig(reference_size=16, keep_probability=0.2),
         weight_dtype="float32"):
-  env = GymEnv("CartPole-v1", 8, seed=logdir_seed)
+  # Without auto-reset, as the entry points' envs (worker.EnvSpec.make).
+  env = GymEnv("CartPole-v1", 8, seed=logdir_seed, auto_reset=False)
   layout = pn.ParamLayout(pn.NetworkConfig(arch="mlp", hidden=(8,), weight_dtype=weight_dtype),
                           env.observation_shape, env.num_actions)
   net = pn.PopulationNetwork(layout, 8)
-  evaluator = evaluation.PipelinedEvaluator(env, net, num_groups=2, episode_frame_cap=60)
+  table = noise_lib.NoiseTable(0, 100_000)
+  evaluator = evaluators.LocalEvaluator(
+      evaluation.PipelinedEvaluator(env, net, num_groups=2, episode_frame_cap=60),
+      genome_lib.ParamBuilder(table, layout.init_scale))
   config = es.ESConfig(population=8, sigma=0.05, learning_rate=0.1, center_episodes=1,
                        vbn=vbn_config)
-  return es.EvolutionStrategy(config, layout, noise_lib.NoiseTable(0, 100_000), net,
-                              evaluator)
+  return es.EvolutionStrategy(config, layout, table, evaluator)
 
 
 class VBNEvolutionTest(tf.test.TestCase, parameterized.TestCase):
@@ -222,6 +228,20 @@ class VBNEvolutionTest(tf.test.TestCase, parameterized.TestCase):
                                         np.random.default_rng(0), 0.3)
     self.assertAllEqual(ref, again)
 
+  def test_reference_batch_without_auto_reset(self):
+    # The evaluators' envs do not auto-reset: the collection resets finished
+    # slots itself, so it keeps no observation from past an episode's end and
+    # gets exactly the batch of an auto-resetting env.
+    for name, make in (
+        ("cartpole", lambda auto: GymEnv("CartPole-v1", 4, seed=0, auto_reset=auto)),
+        ("pong", lambda auto: AtariEnv("pong", 2, seed=0, max_episode_frames=200,
+                                       auto_reset=auto))):
+      want = vbn.collect_reference_batch(make(True), 40, np.random.default_rng(0), 0.1)
+      got = vbn.collect_reference_batch(make(False), 40, np.random.default_rng(0), 0.1)
+      self.assertAllEqual(got, want, msg=name)
+      if name == "cartpole":  # the pole never past its 12-degree end
+        self.assertLess(np.abs(got[:, 2]).max(), 0.21)
+
   @parameterized.parameters("float32", "bfloat16")
   def test_exported_elite_matches_live_network(self, weight_dtype):
     algo = _es(weight_dtype=weight_dtype)
@@ -233,7 +253,7 @@ class VBNEvolutionTest(tf.test.TestCase, parameterized.TestCase):
     obs = np.concatenate([algo.vbn.reference,
                           np.random.default_rng(8).standard_normal((32, 4)).astype(np.float32)])
     # The network's slot 0 holds the normalized centre after the step.
-    live = algo.network(obs, np.zeros(len(obs), np.int32), np.ones(len(obs), bool)).numpy()
+    live = algo.evaluator.network(obs, np.zeros(len(obs), np.int32), np.ones(len(obs), bool)).numpy()
     out = serve(obs=tf.constant(obs))
     self.assertAllEqual(out["action"].numpy(), live.argmax(-1))
     self.assertAllClose(out["probs"].numpy(), tf.nn.softmax(live).numpy(), atol=1e-5)

@@ -23,8 +23,14 @@ from typing import Dict, Optional
 
 import numpy as np
 
+from tfrl.neuroevolution import evaluators
+from tfrl.neuroevolution import genome as genome_lib
 from tfrl.neuroevolution import vbn as vbn_lib
 from tfrl.neuroevolution.metrics import generation_metrics
+
+# The evaluation calls of a generation, for `evaluators.episode_seeds`.
+PERTURBATION_PHASE, CENTER_PHASE = 0, 1
+_CENTER = genome_lib.Genome(genome_lib.CENTER)
 
 
 def centered_ranks(x: np.ndarray) -> np.ndarray:
@@ -101,15 +107,17 @@ class EvolutionStrategy:
 
   name = "es"
 
-  def __init__(self, config: ESConfig, layout, table, network, evaluator):
-    if network.capacity < config.population:
-      raise ValueError(f"network capacity {network.capacity} < population "
+  def __init__(self, config: ESConfig, layout, table, evaluator: evaluators.Evaluator):
+    if evaluator.capacity < config.population:
+      raise ValueError(f"evaluator capacity {evaluator.capacity} < population "
                        f"{config.population}.")
+    if config.vbn is not None and not isinstance(evaluator, evaluators.LocalEvaluator):
+      raise ValueError("virtual batch norm needs the local evaluator (it is not "
+                       "supported on Ray workers yet).")
     self.config = config
     self.genome_layout = layout
     self.layout = vbn_lib.NormalizedLayout(layout) if config.vbn else layout
     self.table = table
-    self.network = network
     self.evaluator = evaluator
     rng = np.random.default_rng([config.seed, 0, 0])
     init = int(table.sample_offsets(rng, layout.dim, 1)[0])
@@ -129,14 +137,16 @@ class EvolutionStrategy:
     rng = np.random.default_rng([self.config.seed, 0, 2])
     reference = vbn_lib.collect_reference_batch(self.evaluator.env, cfg.reference_size,
                                                 rng, cfg.keep_probability)
-    self.vbn = vbn_lib.VirtualBatchNorm(self.network, reference, cfg)
+    self._set_reference(reference)
 
-  def _load(self, flat: np.ndarray) -> Optional[np.ndarray]:
-    """Loads [n, D] genomes; with VBN normalizes them, returning their statistics."""
-    self.network.load(flat)
-    if self.vbn is None:
-      return None
-    return self.vbn.apply(flat.shape[0])
+  def _set_reference(self, reference: np.ndarray) -> None:
+    self.vbn = vbn_lib.VirtualBatchNorm(self.evaluator.network, reference,
+                                        self.config.vbn)
+    self.evaluator.normalizer = self.vbn
+
+  def _seeds(self, phase: int, count: int, episodes: int) -> np.ndarray:
+    return evaluators.episode_seeds(self.config.seed, self.generation, phase, count,
+                                    episodes)
 
   def step(self) -> Dict[str, float]:
     cfg = self.config
@@ -147,19 +157,22 @@ class EvolutionStrategy:
     dim = self.genome_layout.dim
     offsets = self.table.sample_offsets(rng, dim, pairs)
     noise = np.stack([self.table.get(int(o), dim) for o in offsets])
-    flat = np.empty((cfg.population, dim), np.float32)
-    flat[0::2] = self.theta + np.float32(cfg.sigma) * noise
-    flat[1::2] = self.theta - np.float32(cfg.sigma) * noise
-    self._load(flat)
-    res = self.evaluator.evaluate(cfg.population, cfg.episodes_per_eval)
+    # theta +- sigma e_i as chains rooted at the centre, mirrored pairs side by side.
+    genomes = [genome_lib.Genome(genome_lib.CENTER, ((int(o), sign * cfg.sigma),))
+               for o in offsets for sign in (1.0, -1.0)]
+    self.evaluator.set_center(self.theta)
+    res = self.evaluator.evaluate(
+        genomes, cfg.episodes_per_eval,
+        self._seeds(PERTURBATION_PHASE, cfg.population, cfg.episodes_per_eval))
     fitness = res.fitness
     shaped = centered_ranks(fitness) if cfg.fitness_shaping else fitness
     grad = estimate_gradient(noise, shaped[0::2], shaped[1::2], cfg.sigma)
     self.theta = self.adam.ascent(self.theta, grad - cfg.l2 * self.theta)
 
-    stats = self._load(self.theta[None])
-    self._elite_stats = None if stats is None else stats[0]
-    center = self.evaluator.evaluate(1, cfg.center_episodes)
+    self.evaluator.set_center(self.theta)
+    center = self.evaluator.evaluate([_CENTER], cfg.center_episodes,
+                                     self._seeds(CENTER_PHASE, 1, cfg.center_episodes))
+    self._elite_stats = self._center_statistics()
     self.elite_score = float(center.fitness[0])
     metrics = generation_metrics(self, fitness, res.frames + center.frames, start,
                                  res.seconds + center.seconds)
@@ -172,8 +185,16 @@ class EvolutionStrategy:
       return self.theta.copy()
     if self._elite_stats is None:  # e.g. just restored: recompute for the centre.
       self._ensure_reference()
-      self._elite_stats = self._load(self.theta[None])[0]
+      self.evaluator.set_center(self.theta)
+      self.evaluator.load([_CENTER])
+      self._elite_stats = self._center_statistics()
     return np.concatenate([self.theta, self._elite_stats])
+
+  def _center_statistics(self) -> Optional[np.ndarray]:
+    """The VBN statistics of the centre, just loaded (None without VBN)."""
+    if self.vbn is None:
+      return None
+    return self.evaluator.last_statistics[0]
 
   def state(self):
     arrays = {"theta": self.theta, "adam_m": self.adam.m, "adam_v": self.adam.v}
@@ -213,5 +234,4 @@ class EvolutionStrategy:
     self.adam.t = int(state["adam_t"])
     self._elite_stats = None
     if saved_vbn:
-      self.vbn = vbn_lib.VirtualBatchNorm(self.network, arrays["vbn_reference"],
-                                          self.config.vbn)
+      self._set_reference(arrays["vbn_reference"])

@@ -163,7 +163,8 @@ class PipelinedEvaluator:
     self._stop.set()
 
   def evaluate(self, networks, episodes: int = 1,
-               expected_steps: Optional[Sequence[float]] = None) -> EvalResult:
+               expected_steps: Optional[Sequence[float]] = None,
+               seeds: Optional[np.ndarray] = None) -> EvalResult:
     """Plays `episodes` episodes with each of the given loaded networks.
 
     Args:
@@ -173,6 +174,11 @@ class PipelinedEvaluator:
       expected_steps: optional, each network's expected episode length:
         the networks expected to play longest start first, so that the call
         does not end on a few long episodes with most slots idle.
+      seeds: optional [len(networks), episodes] ints in [0, 2^31): each
+        episode starts with a reset of its slot seeded with its seed, so its
+        outcome depends on (network, seed) only, not on the slot, the group
+        or the order it was dealt in. None: slots continue their own random
+        streams (and a slot auto-reset by the env keeps that game).
 
     Returns:
       an `EvalResult` whose rows follow the order of `networks`.
@@ -198,6 +204,11 @@ class PipelinedEvaluator:
         raise ValueError(f"expected_steps must have one value per network "
                          f"({num_networks}), got {expected_steps.shape[0]}.")
       play_order = np.argsort(-expected_steps, kind="stable")
+    if seeds is not None:
+      seeds = np.asarray(seeds, np.int64)
+      if seeds.shape != (num_networks, episodes):
+        raise ValueError(f"seeds must be [{num_networks}, {episodes}] (networks x "
+                         f"episodes), got {list(seeds.shape)}.")
     jobs = collections.deque((int(net), ep) for net in play_order
                              for ep in range(episodes))
     lock = threading.Lock()
@@ -215,10 +226,15 @@ class PipelinedEvaluator:
     used = np.concatenate([slots[:len(dealt)] for slots, dealt in zip(self.groups, first_jobs)])
     obs_all = None
     if used.size:
-      obs_used = self.env.reset(used, only_played=True).numpy()
+      if seeds is not None:
+        first_seeds = [seeds[net, ep] for dealt in first_jobs for net, ep in dealt]
+        obs_used = self.env.reset(used, seeds=first_seeds).numpy()
+      else:
+        obs_used = self.env.reset(used, only_played=True).numpy()
       obs_all = np.zeros((self.env.num_envs,) + obs_used.shape[1:], obs_used.dtype)
       obs_all[used] = obs_used
 
+    auto_reset = getattr(self.env, "auto_reset", True)
     cap_steps = None
     if self.episode_frame_cap is not None:
       cap_steps = -(-int(self.episode_frame_cap) // self.frames_per_step)
@@ -270,18 +286,22 @@ class PipelinedEvaluator:
           for s, s_t in zip(state, state_t):
             s[rows] = s_t.numpy()
           obs_t = state_t = None
-          reset = []
+          reset, reset_seeds = [], []
           for j in finished:
             i = rows[j]
             returns[net[i], epi[i]], lengths[net[i], epi[i]] = ret[i], length[i]
             ret[i], length[i] = 0.0, 0
             job = next_job()
             net[i], epi[i] = job if job is not None else (-1, 0)
-            if job is not None and not ended[j]:
-              reset.append(i)  # capped mid-episode: start a fresh one.
+            if job is not None and seeds is not None:
+              reset.append(i)
+              reset_seeds.append(seeds[job])
+            elif job is not None and (not ended[j] or not auto_reset):
+              reset.append(i)  # capped mid-episode, or not reset by the env.
           if reset:
             reset = np.array(reset)
-            obs[reset] = self.env.reset(slots[reset]).numpy()
+            obs[reset] = self.env.reset(
+                slots[reset], seeds=reset_seeds if seeds is not None else None).numpy()
       except BaseException as e:  # surfaced in the caller's thread.
         errors.append(e)
         with lock:

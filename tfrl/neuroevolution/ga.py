@@ -9,25 +9,29 @@ Each generation:
      with one mutation theta += mutation_power * noise[offset].
 
 The children depend only on step 1's ranking, so they are drawn before step
-2 and their weights are built in a thread while the elite candidates play
-(numpy releases the GIL); each child's parent's episode length tells the
-evaluator which networks to start first in the next generation.
+2 and handed to the evaluator (`prepare`), which may build their weights
+while the elite candidates play; each child's parent's episode length tells
+the evaluator which networks to start first in the next generation. Every
+episode starts from a seed of (seed, generation, phase, individual,
+episode), so a run gives the same result on any evaluator.
 
 Random search (`random_search=True`, "the GA with no selection") draws a fresh
 random population every generation and keeps the best re-evaluated
 individual ever seen as the elite.
 """
 
-from concurrent import futures
 import dataclasses
 import time
 from typing import Dict, List, Optional
 
 import numpy as np
 
+from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import genome as genome_lib
-from tfrl.neuroevolution import population_net as pn
 from tfrl.neuroevolution.metrics import generation_metrics
+
+# The evaluation calls of a generation, for `evaluators.episode_seeds`.
+POPULATION_PHASE, ELITE_PHASE = 0, 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,29 +61,25 @@ class GAConfig:
 
 
 class GeneticAlgorithm:
-  """The GA over a `PopulationNetwork` + `PipelinedEvaluator`.
+  """The GA over an `evaluators.Evaluator`.
 
   Usage:
-    ga = GeneticAlgorithm(config, layout, table, network, evaluator)
+    ga = GeneticAlgorithm(config, layout, table, evaluator)
     for _ in range(generations):
       metrics = ga.step()
   """
 
   name = "ga"
 
-  def __init__(self, config: GAConfig, layout, table, network, evaluator):
-    if network.capacity < config.population:
-      raise ValueError(f"network capacity {network.capacity} < population "
+  def __init__(self, config: GAConfig, layout, table, evaluator: evaluators.Evaluator):
+    if evaluator.capacity < config.population:
+      raise ValueError(f"evaluator capacity {evaluator.capacity} < population "
                        f"{config.population}.")
     self.config = config
     self.name = "random_search" if config.random_search else "ga"
     self.layout = layout
     self.table = table
-    self.network = network
     self.evaluator = evaluator
-    self.builder = genome_lib.ParamBuilder(
-        table, layout.init_scale,
-        cache_size=config.truncation + config.elite_candidates + 2)
     self.generation = 0
     self.frames = 0
     self.population: Optional[List[genome_lib.Genome]] = None
@@ -87,8 +87,6 @@ class GeneticAlgorithm:
     self.elite_score = -np.inf
     # Each individual's expected episode length (env steps), or None.
     self._expected_steps: Optional[np.ndarray] = None
-    # The population's weights, staged while the last elite candidates played.
-    self._staged: Optional[pn.StagedWeights] = None
 
   def _rng(self, stream: int) -> np.random.Generator:
     return np.random.default_rng([self.config.seed, self.generation, stream])
@@ -104,49 +102,36 @@ class GeneticAlgorithm:
     if self.population is None:
       self.population = self._random_genomes(self._rng(0), cfg.population)
     pop = self.population
-    staged, self._staged = self._staged, None
-    self.network.load(staged if staged is not None else
-                      self.network.stage(self.builder.build_many(pop)))
-    res = self.evaluator.evaluate(len(pop), cfg.episodes_per_eval,
-                                  expected_steps=self._expected_steps)
+    res = self.evaluator.evaluate(
+        pop, cfg.episodes_per_eval,
+        self._seeds(POPULATION_PHASE, len(pop), cfg.episodes_per_eval),
+        expected_steps=self._expected_steps)
     fitness = res.fitness
     frames = res.frames
     order = np.argsort(-fitness, kind="stable")
 
     top = min(cfg.elite_candidates,
-              self.network.capacity - (0 if self.elite is None else 1))
+              self.evaluator.capacity - (0 if self.elite is None else 1))
     candidates = [pop[i] for i in order[:top]]
     if self.elite is not None and self.elite not in candidates:
       candidates.append(self.elite)
-    loaded = {g: i for i, g in enumerate(pop)}
-    in_place = all(g in loaded for g in candidates)
-    if not in_place:
-      self.network.load(self.builder.build_many(candidates))
 
     # The next population but its elite depends only on this ranking: draw
-    # it now, and build its weights while the elite candidates play.
+    # it now, so that its weights can be built while the elite candidates play.
     rng = self._rng(1)
     if cfg.random_search:
       children = self._random_genomes(rng, cfg.population)
     else:
       parents = [pop[i] for i in order[:cfg.truncation]]
-      self.builder.remember(parents)
+      self.evaluator.remember(parents)
       choice = rng.integers(0, len(parents), size=cfg.population - 1)
       offsets = self.table.sample_offsets(rng, self.layout.dim, cfg.population - 1)
       children = [None] + [parents[c].child(o, cfg.mutation_power)
                            for c, o in zip(choice, offsets)]
-    first = 0 if cfg.random_search else 1
-    with futures.ThreadPoolExecutor(max_workers=1) as pool:
-      staging = pool.submit(lambda: self.network.stage(
-          self.builder.build_many(children[first:]), first_row=first))
-      if in_place:
-        # The candidates are still loaded (the elite is pop[0] from the
-        # second generation on): re-evaluate them in place.
-        elite_res = self.evaluator.evaluate([loaded[g] for g in candidates],
-                                            cfg.elite_episodes)
-      else:
-        elite_res = self.evaluator.evaluate(len(candidates), cfg.elite_episodes)
-      staged = staging.result()
+    self.evaluator.prepare(children)
+    elite_res = self.evaluator.evaluate(
+        candidates, cfg.elite_episodes,
+        self._seeds(ELITE_PHASE, len(candidates), cfg.elite_episodes))
     frames += elite_res.frames
     scores = elite_res.fitness
     best = int(np.argmax(scores))
@@ -156,21 +141,23 @@ class GeneticAlgorithm:
       self._expected_steps = None
     else:
       children[0] = self.elite
-      self.network.stage(self.builder.build(self.elite, cache=False)[None], staged,
-                         first_row=0)
       # A child is expected to play about as long as its parent did.
       self._expected_steps = np.concatenate(
           [[elite_res.lengths[best].mean()],
            res.lengths.mean(axis=1)[order[:cfg.truncation]][choice]])
     self.population = children
-    self._staged = staged
     return generation_metrics(self, fitness, frames, start,
                               res.seconds + elite_res.seconds)
+
+  def _seeds(self, phase: int, count: int, episodes: int) -> np.ndarray:
+    return evaluators.episode_seeds(self.config.seed, self.generation, phase, count,
+                                    episodes)
 
   def elite_params(self) -> np.ndarray:
     if self.elite is None:
       raise ValueError("no elite yet: run at least one generation.")
-    return self.builder.build(self.elite, cache=False)
+    builder = genome_lib.ParamBuilder(self.table, self.layout.init_scale, cache_size=0)
+    return builder.build(self.elite, cache=False)
 
   def state(self):
     return {
@@ -202,5 +189,4 @@ class GeneticAlgorithm:
                   if state["elite"] is not None else None)
     self.elite_score = float(state["elite_score"])
     self._expected_steps = None
-    self._staged = None
 

@@ -7,8 +7,10 @@ the shared `NoiseTable`:
     theta_0 = init_scale * noise[o_0 : o_0 + D]
     theta_i = theta_{i-1} + sigma_i * noise[o_i : o_i + D]
 
-The arithmetic is float32 in a fixed order, so a chain gives bitwise the same
-weights in any process. `ParamBuilder` caches the weights of recent chains
+An evolution strategy's perturbation theta +- sigma * noise[o] is the chain
+(CENTER, ((o, +-sigma),)) rooted at the current centre theta instead of at
+an initial offset. The arithmetic is float32 in a fixed order, so a chain
+gives bitwise the same weights in any process. `ParamBuilder` caches the weights of recent chains
 (the parents of the next generation), so that a child costs one mutation.
 """
 
@@ -20,10 +22,13 @@ import numpy as np
 
 from tfrl.neuroevolution import noise as noise_lib
 
+# `Genome.init` of chains rooted at the centre given to `ParamBuilder.set_center`.
+CENTER = -1
+
 
 @dataclasses.dataclass(frozen=True)
 class Genome:
-  """An initial offset plus a tuple of (offset, sigma) mutations."""
+  """An initial offset (or CENTER) plus a tuple of (offset, sigma) mutations."""
 
   init: int
   mutations: Tuple[Tuple[int, float], ...] = ()
@@ -68,6 +73,15 @@ class ParamBuilder:
     self.cache_size = int(cache_size)
     self._cache = collections.OrderedDict()
     self.mutations_applied = 0
+    self.center = None  # [D] float32, the root of CENTER chains
+
+  def set_center(self, center: np.ndarray) -> None:
+    """The root of chains whose `init` is CENTER (e.g. ES's theta)."""
+    center = np.asarray(center, np.float32)
+    if center.shape != (self.dim,):
+      raise ValueError(f"center must be [{self.dim}], got {list(center.shape)}.")
+    self.center = center.copy()
+    self.center.setflags(write=False)
 
   def _remember(self, genome: Genome, params: np.ndarray) -> None:
     self._cache[genome] = params
@@ -77,6 +91,14 @@ class ParamBuilder:
 
   def build(self, genome: Genome, cache: bool = True) -> np.ndarray:
     """The [D] float32 weights of `genome` (a fresh array)."""
+    if genome.init == CENTER:
+      # The centre changes between calls: these chains are never cached.
+      if self.center is None:
+        raise ValueError("a CENTER-rooted genome needs set_center() first.")
+      params = self.center.copy()
+      for offset, sigma in genome.mutations:
+        params += np.float32(sigma) * self.table.get(offset, self.dim)
+      return params
     if genome in self._cache:
       self._cache.move_to_end(genome)
       return self._cache[genome].copy()

@@ -85,8 +85,9 @@ def collect_reference_batch(env, size: int, rng: np.random.Generator,
   """Observations of uniformly random play in all slots of a batched env.
 
   Each step keeps every slot's observation with probability
-  `keep_probability` until `size` are kept (the env resets finished slots
-  itself). Returns [size, *env.observation_shape] in the env's dtype.
+  `keep_probability` until `size` are kept; finished slots start new
+  episodes (reset here when the env does not auto-reset, as the evaluators'
+  envs do not). Returns [size, *env.observation_shape] in the env's dtype.
   """
   if env.num_actions is None:
     raise ValueError("the VBN reference batch needs a discrete action space.")
@@ -101,7 +102,12 @@ def collect_reference_batch(env, size: int, rng: np.random.Generator,
       if count >= size:
         return np.concatenate(kept)[:size]
     actions = rng.integers(0, env.num_actions, size=env.num_envs).astype(np.int32)
-    obs = env.step(actions)[0].numpy()
+    obs, _, terminated, truncated = env.step(actions)
+    obs = obs.numpy()
+    if not getattr(env, "auto_reset", True):
+      done = np.flatnonzero(terminated.numpy() | truncated.numpy())
+      if done.size:
+        obs[done] = env.reset(done).numpy()
   raise RuntimeError(f"collected only {count} of {size} reference observations in "
                      f"{max_steps} steps (keep_probability {keep_probability}).")
 

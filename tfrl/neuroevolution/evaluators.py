@@ -1,0 +1,202 @@
+"""How GA, ES and random search get their networks played: one interface.
+
+    evaluator.set_center(theta)                 # ES: the root of CENTER chains
+    evaluator.remember(parents)                 # chains whose children come next
+    evaluator.prepare(next_population)          # may build their weights ahead
+    result = evaluator.evaluate(genomes, episodes, seeds, expected_steps)
+
+Networks are named by seed chains (`genome.Genome`), never by weights, so the
+same call can be played in this process (`LocalEvaluator`) or dealt to Ray
+actors on other machines (`ray_evaluator.RayEvaluator`). Each episode starts
+from its own seed (`episode_seeds`: a function of the run's seed, the
+generation, the phase and the job), so a result does not depend on the slot,
+thread, worker or machine that played it.
+"""
+
+import abc
+from concurrent import futures
+import threading
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from tfrl import cli
+from tfrl.neuroevolution import evaluation
+from tfrl.neuroevolution import genome as genome_lib
+
+EvalResult = evaluation.EvalResult
+Stopped = evaluation.Stopped
+
+
+class WorkersLost(cli.RunFailed):
+  """Every worker of a distributed evaluator is gone and none could be started."""
+
+
+def episode_seeds(run_seed: int, generation: int, phase: int, count: int,
+                  episodes: int) -> np.ndarray:
+  """[count, episodes] reset seeds in [0, 2^31) of one evaluation call.
+
+  Seed (i, e) is drawn from SeedSequence([run_seed, generation, phase, i, e]):
+  job i's episode e in the call numbered `phase` of `generation`.
+  """
+  out = np.empty((count, episodes), np.int64)
+  for i in range(count):
+    for e in range(episodes):
+      state = np.random.SeedSequence([run_seed, generation, phase, i, e]).generate_state(1)
+      out[i, e] = int(state[0]) & 0x7FFFFFFF
+  return out
+
+
+class Evaluator(abc.ABC):
+  """Plays networks given as seed chains; see the module docstring."""
+
+  @property
+  @abc.abstractmethod
+  def capacity(self) -> int:
+    """The most networks one `evaluate` call takes."""
+
+  @abc.abstractmethod
+  def evaluate(self, genomes: Sequence[genome_lib.Genome], episodes: int,
+               seeds: np.ndarray,
+               expected_steps: Optional[Sequence[float]] = None) -> EvalResult:
+    """Plays `episodes` episodes of each genome, episode (i, e) from seeds[i, e].
+
+    `expected_steps` (one per genome, optional) only orders the work: the
+    result is the same without it. Rows of the result follow `genomes`.
+    Raises `Stopped` after `stop()`.
+    """
+
+  def set_center(self, center: np.ndarray) -> None:
+    """The root of CENTER chains from now on (ES's theta)."""
+    raise NotImplementedError(f"{type(self).__name__} does not take a centre.")
+
+  def remember(self, genomes: Sequence[genome_lib.Genome]) -> None:
+    """A hint: the next genomes descend from these (keep their weights)."""
+
+  def prepare(self, genomes: Sequence[Optional[genome_lib.Genome]]) -> None:
+    """A hint: the next `evaluate` plays these (None: not known yet)."""
+
+  @abc.abstractmethod
+  def stop(self) -> None:
+    """Makes the running (and every later) `evaluate` raise `Stopped`."""
+
+  def close(self) -> None:
+    """Frees what the evaluator holds (envs, workers)."""
+
+  def describe(self) -> str:
+    return type(self).__name__
+
+
+class LocalEvaluator(Evaluator):
+  """Builds the weights here and plays them on a `PipelinedEvaluator`.
+
+  Genomes still loaded from the last call are played in place (e.g. the
+  GA's elite candidates, just evaluated); `prepare` builds and stages the
+  next population's weights in a thread while the current call plays.
+
+  Args:
+    pipelined: the `evaluation.PipelinedEvaluator` (its env and network).
+    builder: the `genome.ParamBuilder` (noise table and parent cache).
+  """
+
+  def __init__(self, pipelined: evaluation.PipelinedEvaluator,
+               builder: genome_lib.ParamBuilder):
+    self.pipelined = pipelined
+    self.builder = builder
+    self.network = pipelined.network
+    self.env = pipelined.env
+    self.normalizer = None        # e.g. a vbn.VirtualBatchNorm, applied after loads
+    self.last_statistics = None   # what `normalizer.apply` returned for the last load
+    self._rows: Dict[genome_lib.Genome, int] = {}
+    self._build_lock = threading.Lock()
+    self._pool = futures.ThreadPoolExecutor(max_workers=1)
+    self._prepared = None  # (genomes, future of StagedWeights)
+
+  @property
+  def capacity(self) -> int:
+    return self.network.capacity
+
+  def set_center(self, center: np.ndarray) -> None:
+    with self._build_lock:
+      self.builder.set_center(center)
+    self._rows = {g: i for g, i in self._rows.items() if g.init != genome_lib.CENTER}
+
+  def remember(self, genomes) -> None:
+    with self._build_lock:
+      self.builder.remember(genomes)
+
+  def prepare(self, genomes) -> None:
+    genomes = list(genomes)
+    if len(genomes) > self.capacity:
+      raise ValueError(f"{len(genomes)} genomes exceed the capacity {self.capacity}.")
+
+    def stage():
+      staged = None
+      with self._build_lock:
+        for start, run in _known_runs(genomes):
+          staged = self.network.stage(self.builder.build_many(run), staged,
+                                      first_row=start)
+      return staged
+
+    self._prepared = (genomes, self._pool.submit(stage))
+
+  def _staged_for(self, genomes):
+    staged, known = None, []
+    # Prepared weights are for a later call (e.g. the GA's next population,
+    # prepared before its elite candidates play): a call that asks for none
+    # of them (random search's candidates, with the last elite, are loaded
+    # anew) leaves them for that later call.
+    if self._prepared is not None and any(
+        k is not None and k == g for k, g in zip(self._prepared[0], genomes)):
+      known, pending = self._prepared
+      self._prepared = None
+      staged = pending.result()
+    with self._build_lock:
+      for i, g in enumerate(genomes):
+        if staged is not None and i < len(known) and known[i] == g:
+          continue
+        staged = self.network.stage(self.builder.build(g, cache=False)[None], staged,
+                                    first_row=i)
+    staged.loaded = len(genomes)
+    return staged
+
+  def load(self, genomes) -> None:
+    """Loads `genomes` into rows 0.. (normalized when a normalizer is set)."""
+    genomes = list(genomes)
+    if not 1 <= len(genomes) <= self.capacity:
+      raise ValueError(f"need 1..{self.capacity} genomes, got {len(genomes)}.")
+    self.network.load(self._staged_for(genomes))
+    self._rows = {g: i for i, g in enumerate(genomes)}
+    self.last_statistics = (self.normalizer.apply(len(genomes))
+                            if self.normalizer is not None else None)
+
+  def evaluate(self, genomes, episodes, seeds, expected_steps=None) -> EvalResult:
+    genomes = list(genomes)
+    if genomes and all(g in self._rows for g in genomes):
+      rows = [self._rows[g] for g in genomes]
+      return self.pipelined.evaluate(rows, episodes, expected_steps, seeds)
+    self.load(genomes)
+    return self.pipelined.evaluate(len(genomes), episodes, expected_steps, seeds)
+
+  def stop(self) -> None:
+    self.pipelined.stop()
+
+  def close(self) -> None:
+    self._pool.shutdown(wait=True)
+    self.env.close()
+
+  def describe(self) -> str:
+    groups = len(self.pipelined.groups)
+    return (f"local: {self.env.num_envs} slots in {groups} groups | op "
+            f"{'compiled' if self.network.use_op else 'reference'}")
+
+
+def _known_runs(genomes: List[Optional[genome_lib.Genome]]):
+  """(start, run) for each run of consecutive genomes that are not None."""
+  start = None
+  for i, g in enumerate(genomes + [None]):
+    if g is not None and start is None:
+      start = i
+    elif g is None and start is not None:
+      yield start, genomes[start:i]
+      start = None
