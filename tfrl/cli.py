@@ -6,8 +6,9 @@
 Flag values that fail a config's checks (ValueError), usage errors, missing
 optional dependencies (ImportError) and missing files end the process with
 `<prog>: error: <message>` on stderr and exit code 2, instead of a traceback
-or the whole help text. Errors of any other kind keep their traceback: they
-are bugs, not bad input.
+or the whole help text. A run that cannot go on (`RunFailed`, e.g. every Ray worker lost) ends
+with one line and exit code 1. Errors of any other kind keep their
+traceback: they are bugs, not bad input.
 """
 
 import sys
@@ -18,9 +19,13 @@ from absl import app
 BAD_INPUT = (app.UsageError, ValueError, ImportError, FileNotFoundError)
 
 
-def fail(prog: str, message) -> NoReturn:
+class RunFailed(RuntimeError):
+  """The run cannot go on; what it saved (its last checkpoint) stays."""
+
+
+def fail(prog: str, message, code: int = 2) -> NoReturn:
   print(f"{prog}: error: {message}", file=sys.stderr)
-  sys.exit(2)
+  sys.exit(code)
 
 
 def run(main: Callable, prog: str) -> None:
@@ -31,5 +36,7 @@ def run(main: Callable, prog: str) -> None:
       return main(argv)
     except BAD_INPUT as e:
       fail(prog, e)
+    except RunFailed as e:
+      fail(prog, e, code=1)
 
   app.run(checked_main)

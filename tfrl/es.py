@@ -34,6 +34,9 @@ def main(argv):
   if FLAGS.population % 2:
     raise app.UsageError(f"--population must be even for mirrored sampling, got "
                          f"{FLAGS.population}.")
+  if FLAGS.virtual_batch_norm and FLAGS.ray_address:
+    raise app.UsageError("--virtual_batch_norm is not supported with --ray_address yet "
+                         "(it runs in the local evaluator only).")
   if FLAGS.virtual_batch_norm and FLAGS.vbn_reference_size < 2:
     raise app.UsageError(f"--vbn_reference_size must be >= 2, got "
                          f"{FLAGS.vbn_reference_size}.")
@@ -50,8 +53,7 @@ def main(argv):
       l2=FLAGS.l2, episodes_per_eval=FLAGS.episodes_per_eval,
       center_episodes=FLAGS.center_episodes, fitness_shaping=FLAGS.fitness_shaping,
       seed=FLAGS.seed, vbn=vbn_config)
-  ne_cli.main_for(lambda s: es.EvolutionStrategy(config, s.layout, s.table, s.network,
-                                              s.evaluator))
+  ne_cli.main_for(lambda s: es.EvolutionStrategy(config, s.layout, s.table, s.evaluator))
 
 
 if __name__ == "__main__":

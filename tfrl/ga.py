@@ -31,8 +31,7 @@ def ga_config(random_search: bool = False) -> ga.GAConfig:
 def main(argv):
   ne_cli.check_argv(argv)
   config = ga_config()
-  ne_cli.main_for(lambda s: ga.GeneticAlgorithm(config, s.layout, s.table, s.network,
-                                             s.evaluator))
+  ne_cli.main_for(lambda s: ga.GeneticAlgorithm(config, s.layout, s.table, s.evaluator))
 
 
 if __name__ == "__main__":

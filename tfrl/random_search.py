@@ -26,8 +26,7 @@ def main(argv):
       elite_candidates=min(FLAGS.elite_candidates, FLAGS.population),
       elite_episodes=FLAGS.elite_episodes, episodes_per_eval=FLAGS.episodes_per_eval,
       random_search=True, seed=FLAGS.seed)
-  ne_cli.main_for(lambda s: ga.GeneticAlgorithm(config, s.layout, s.table, s.network,
-                                             s.evaluator))
+  ne_cli.main_for(lambda s: ga.GeneticAlgorithm(config, s.layout, s.table, s.evaluator))
 
 
 if __name__ == "__main__":

@@ -13,11 +13,14 @@ from absl import app
 from absl import flags
 import tensorflow as tf
 
+from tfrl import flagconfig
 from tfrl.layers import flags as layer_flags
-from tfrl.neuroevolution import evaluation
+from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import noise as noise_lib
 from tfrl.neuroevolution import population_net
+from tfrl.neuroevolution import ray_evaluator
 from tfrl.neuroevolution import runner
+from tfrl.neuroevolution import worker as worker_lib
 
 
 def define_common_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
@@ -74,15 +77,12 @@ def define_common_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   define("integer", "sticky_actions", 0,
          "Atari: 1 = repeat_action_probability 0.25, 0 = deterministic.")
   layer_flags.define_layer_flags(fv)
+  flagconfig.define(ray_evaluator.RayConfig, prefix="ray_", fv=fv)
 
 
-def make_env(fv: flags.FlagValues = flags.FLAGS):
-  if fv.env:
-    from tfrl.envs import GymEnv  # pylint: disable=import-outside-toplevel
-    return GymEnv(fv.env, fv.num_envs, seed=fv.seed)
-  from tfrl.envs import AtariEnv  # pylint: disable=import-outside-toplevel
-  return AtariEnv(fv.game, fv.num_envs, seed=fv.seed,
-                  repeat_action_probability=0.25 if fv.sticky_actions else 0.0)
+def env_spec(fv: flags.FlagValues = flags.FLAGS) -> worker_lib.EnvSpec:
+  return worker_lib.EnvSpec(game=fv.game, gym_id=fv.env,
+                            sticky_actions=bool(fv.sticky_actions), seed=fv.seed)
 
 
 def network_config(env, fv: flags.FlagValues = flags.FLAGS) -> population_net.NetworkConfig:
@@ -112,31 +112,63 @@ def incremental_inference(config: population_net.NetworkConfig,
 
 @dataclasses.dataclass
 class Setup:
-  env: object
+  spec: worker_lib.WorkerSpec
   layout: population_net.ParamLayout
   table: noise_lib.NoiseTable
-  network: population_net.PopulationNetwork
-  evaluator: evaluation.PipelinedEvaluator
+  evaluator: evaluators.Evaluator
   observation_spec: tf.TensorSpec
 
 
-def build(capacity: int, fv: flags.FlagValues = flags.FLAGS) -> Setup:
-  """Env, layout, noise table, population network and evaluator from flags."""
-  env = make_env(fv)
-  if env.num_actions is None:
-    raise app.UsageError("neuroevolution needs a discrete action space.")
-  layout = population_net.ParamLayout(network_config(env, fv), env.observation_shape,
-                                      env.num_actions)
+def worker_spec(capacity: int, fv: flags.FlagValues = flags.FLAGS,
+                ray: Optional[ray_evaluator.RayConfig] = None):
+  """The WorkerSpec of the flags (per Ray worker with `ray`), and the obs spec."""
+  spec = env_spec(fv)
+  probe = spec.make(1)  # the observation and action spaces, from a one-slot env
+  try:
+    if probe.num_actions is None:
+      raise app.UsageError("neuroevolution needs a discrete action space.")
+    observation_spec = tf.TensorSpec([None] + list(probe.observation_shape),
+                                     getattr(probe, "observation_dtype", tf.uint8))
+    config = network_config(probe, fv)
+    spec = worker_lib.WorkerSpec(
+        env=spec, network=config, observation_shape=tuple(probe.observation_shape),
+        num_actions=int(probe.num_actions), noise_seed=fv.seed,
+        noise_size=fv.noise_table_size, capacity=capacity,
+        num_envs=(ray and ray.worker_envs) or fv.num_envs,
+        slot_groups=(ray and ray.worker_slot_groups) or fv.slot_groups,
+        episode_frame_cap=fv.episode_frame_cap or None,
+        incremental=incremental_inference(config, fv), refresh_steps=fv.refresh_steps,
+        cache_size=cache_size(fv))
+  finally:
+    probe.close()
+  return spec, observation_spec
+
+
+def cache_size(fv: flags.FlagValues = flags.FLAGS) -> int:
+  """Chains a parent cache keeps: the parents, the elite candidates, the elite."""
+  names = ("truncation", "elite_candidates")
+  return sum(getattr(fv, n) for n in names if n in fv) + 2
+
+
+def ray_config(fv: flags.FlagValues = flags.FLAGS) -> Optional[ray_evaluator.RayConfig]:
+  """The RayConfig of the --ray_* flags, or None without --ray_address."""
+  if not fv.ray_address:
+    return None
+  return flagconfig.build(ray_evaluator.RayConfig, prefix="ray_", fv=fv)
+
+
+def build(capacity: int, fv: flags.FlagValues = flags.FLAGS,
+          log=print) -> Setup:
+  """Layout, noise table and evaluator (local, or on Ray) from flags."""
+  ray = ray_config(fv)
+  spec, observation_spec = worker_spec(capacity, fv, ray)
+  layout = spec.layout()
   table = noise_lib.NoiseTable(fv.seed, fv.noise_table_size)
-  network = population_net.PopulationNetwork(layout, capacity)
-  evaluator = evaluation.PipelinedEvaluator(
-      env, network, num_groups=fv.slot_groups,
-      episode_frame_cap=fv.episode_frame_cap or None,
-      incremental=incremental_inference(layout.config, fv),
-      refresh_steps=fv.refresh_steps)
-  spec = tf.TensorSpec([None] + list(env.observation_shape),
-                       getattr(env, "observation_dtype", tf.uint8))
-  return Setup(env, layout, table, network, evaluator, spec)
+  if ray is None:
+    evaluator = worker_lib.build_local(spec, table)
+  else:
+    evaluator = ray_evaluator.RayEvaluator(spec, ray, table, log=log)
+  return Setup(spec, layout, table, evaluator, observation_spec)
 
 
 def run_config(fv: flags.FlagValues = flags.FLAGS) -> runner.RunConfig:
@@ -160,14 +192,14 @@ def check_argv(argv) -> None:
 
 def main_for(make_algorithm, fv: flags.FlagValues = flags.FLAGS) -> None:
   """Shared body of the entry points' main: build, run, export."""
-  setup = build(fv.population, fv)
-  write_flags(fv)
-  algorithm = make_algorithm(setup)
-  print(f"[{algorithm.name}] {setup.layout.describe()} | population {fv.population} | "
-        f"{setup.env.num_envs} slots in {fv.slot_groups} groups | op "
-        f"{'compiled' if setup.network.use_op else 'reference'} | "
-        f"{'incremental' if setup.evaluator.incremental else 'full'} inference",
-        flush=True)
-  runner.run(algorithm, run_config(fv), setup.observation_spec,
-             print_fn=lambda line: print(line, flush=True))
-  setup.env.close()
+  log = lambda line: print(line, flush=True)
+  setup = build(fv.population, fv, log=log)
+  try:
+    write_flags(fv)
+    algorithm = make_algorithm(setup)
+    print(f"[{algorithm.name}] {setup.layout.describe()} | population {fv.population} | "
+          f"{setup.evaluator.describe()} | "
+          f"{'incremental' if setup.spec.incremental else 'full'} inference", flush=True)
+    runner.run(algorithm, run_config(fv), setup.observation_spec, print_fn=log)
+  finally:
+    setup.evaluator.close()

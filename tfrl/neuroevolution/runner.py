@@ -21,6 +21,7 @@ import tensorflow as tf
 from tfrl import stopping
 from tfrl.neuroevolution import checkpoint
 from tfrl.neuroevolution import evaluation
+from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import population_net
 
 SCALARS = ("best", "mean", "elite", "frames", "frames_per_second",
@@ -52,6 +53,10 @@ def export_elite(algorithm, export_dir: str, observation_spec: tf.TensorSpec) ->
   return export_lib.export_policy(policy, observation_spec, export_dir)
 
 
+def _saved_generation(logdir: str) -> int:
+  return checkpoint.load(logdir)[0]["generation"] if checkpoint.exists(logdir) else 0
+
+
 def run(algorithm, config: RunConfig, observation_spec: tf.TensorSpec,
         print_fn: Callable[[str], None] = print) -> List[Dict[str, float]]:
   """Runs generations; returns the list of per-generation metrics."""
@@ -75,6 +80,12 @@ def run(algorithm, config: RunConfig, observation_spec: tf.TensorSpec,
         if checkpoint.exists(config.logdir):
           algorithm.restore(*checkpoint.load(config.logdir))
         break
+      except evaluators.WorkersLost as e:
+        writer.close()
+        raise evaluators.WorkersLost(
+            f"{e}; the checkpoint in {config.logdir} holds generation "
+            f"{_saved_generation(config.logdir)} (resume with --resume, with or "
+            f"without Ray)") from e
       history.append(metrics)
       print_fn(format_line(algorithm.name, metrics))
       with writer.as_default(step=metrics["generation"]):

@@ -1,0 +1,347 @@
+"""GA, ES and random search on a local multi-node Ray cluster.
+
+One cluster for the module: a head with no CPUs and two 1-CPU nodes, all on
+this machine's loopback, so that each worker is its own node. Every run is
+compared with the same run in this process: the same seed must give the
+same per-generation scores and the same final state whatever the placement,
+also when a worker dies half-way.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfrl.neuroevolution import ray_evaluator  # pylint: disable=g-import-not-at-top
+
+# Every node of the test cluster on the loopback address (see ray_evaluator).
+os.environ[ray_evaluator.LOOPBACK_ENV] = "0"
+ray = pytest.importorskip("ray", reason="the Ray extra: pip install -e '.[ray]'")
+from ray import cluster_utils  # pylint: disable=g-import-not-at-top
+
+from tfrl.neuroevolution import es  # pylint: disable=g-import-not-at-top
+from tfrl.neuroevolution import evaluators
+from tfrl.neuroevolution import ga
+from tfrl.neuroevolution import noise as noise_lib
+from tfrl.neuroevolution import population_net as pn
+from tfrl.neuroevolution import runner
+from tfrl.neuroevolution import worker
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_NOISE = 1 << 21
+_POP = 6
+# Frostbite with sticky actions: short capped episodes whose scores differ
+# between networks and between seeds.
+_ATARI = worker.EnvSpec(game="frostbite", sticky_actions=True, seed=3)
+
+
+def _spec(env=_ATARI, arch="small", hidden=(8,), num_envs=4, groups=2, cap=800):
+  probe = env.make(1)
+  shape, actions = tuple(probe.observation_shape), int(probe.num_actions)
+  probe.close()
+  return worker.WorkerSpec(
+      env=env, network=pn.NetworkConfig(arch=arch, hidden=hidden),
+      observation_shape=shape, num_actions=actions, noise_seed=0, noise_size=_NOISE,
+      capacity=_POP, num_envs=num_envs, slot_groups=groups, episode_frame_cap=cap,
+      incremental=arch != "mlp", cache_size=8)
+
+
+_TABLE = {}
+
+
+def _table():
+  if "t" not in _TABLE:
+    _TABLE["t"] = noise_lib.NoiseTable(0, _NOISE)
+  return _TABLE["t"]
+
+
+def _algorithm(kind, spec, evaluator):
+  if kind == "es":
+    config = es.ESConfig(population=_POP, sigma=0.05, center_episodes=2, seed=7)
+    return es.EvolutionStrategy(config, spec.layout(), _table(), evaluator)
+  config = ga.GAConfig(population=_POP, truncation=3, mutation_power=0.02,
+                       elite_candidates=2, elite_episodes=2, seed=7,
+                       random_search=kind == "random_search")
+  return ga.GeneticAlgorithm(config, spec.layout(), _table(), evaluator)
+
+
+def _ray_evaluator(spec, workers, log=None, **kwargs):
+  config = ray_evaluator.RayConfig(address="auto", workers=workers, **kwargs)
+  return ray_evaluator.RayEvaluator(spec, config, _table(),
+                                    log=log if log is not None else print)
+
+
+def _scores(history):
+  return [(m["generation"], m["best"], m["mean"], m["elite"], m["frames"])
+          for m in history]
+
+
+def _run(algorithm, logdir, generations, resume=False):
+  config = runner.RunConfig(logdir=logdir, generations=generations, resume=resume,
+                            export=False)
+  return runner.run(algorithm, config, tf.TensorSpec([None, 84, 84, 4], tf.uint8),
+                    print_fn=lambda line: None)
+
+
+_LOCAL = {}
+
+
+def _local_reference(kind, generations=3):
+  """(scores, state) of the run in this process (computed once per kind)."""
+  if kind not in _LOCAL:
+    spec = _spec(num_envs=3, groups=1)
+    evaluator = worker.build_local(spec, _table())
+    algorithm = _algorithm(kind, spec, evaluator)
+    history = [algorithm.step() for _ in range(generations)]
+    _LOCAL[kind] = (_scores(history), _comparable_state(algorithm))
+    evaluator.close()
+  return _LOCAL[kind]
+
+
+def _comparable_state(algorithm):
+  state, arrays = algorithm.state()
+  return state, {k: v.tobytes() for k, v in (arrays or {}).items()}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster():
+  c = cluster_utils.Cluster(
+      initialize_head=True,
+      head_node_args={"num_cpus": 0, "object_store_memory": 150 << 20,
+                      "include_dashboard": False})
+  for _ in range(2):
+    c.add_node(num_cpus=1, object_store_memory=150 << 20)
+  ray.init(address=c.address, log_to_driver=False)
+  yield c
+  ray.shutdown()
+  c.shutdown()
+
+
+class TestPlacement:
+
+  @pytest.mark.parametrize("kind", ["ga", "es", "random_search"])
+  def test_same_result_locally_and_on_one_and_two_workers(self, kind):
+    scores, state = _local_reference(kind)
+    for workers in (1, 2):
+      spec = _spec(num_envs=2, groups=2)   # other slot counts than locally
+      evaluator = _ray_evaluator(spec, workers)
+      try:
+        algorithm = _algorithm(kind, spec, evaluator)
+        history = [algorithm.step() for _ in range(3)]
+      finally:
+        evaluator.close()
+      assert _scores(history) == scores, (kind, workers)
+      assert _comparable_state(algorithm) == state, (kind, workers)
+    # The runs are not trivially equal: the networks scored differently.
+    assert len({s[1] for s in scores} | {s[2] for s in scores}) > 1, scores
+
+
+class TestFaults:
+
+  def test_worker_killed_mid_generation_is_replaced_and_nothing_changes(self):
+    scores, state = _local_reference("ga")
+    lines = []
+    spec = _spec(num_envs=2)
+    evaluator = _ray_evaluator(spec, 2, log=lines.append, max_worker_restarts=1)
+    try:
+      algorithm = _algorithm("ga", spec, evaluator)
+      history = [algorithm.step()]
+      evaluator.arm_exit(0, seconds=0.05)
+      history += [algorithm.step() for _ in range(2)]
+      assert evaluator.lost == 1 and evaluator.restarts == 1
+    finally:
+      evaluator.close()
+    assert any("re-dealt" in line for line in lines), lines
+    assert any("starting replacement" in line for line in lines), lines
+    assert _scores(history) == scores
+    assert _comparable_state(algorithm) == state
+
+  def test_run_goes_on_without_a_worker_that_stays_gone(self):
+    scores, state = _local_reference("ga")
+    lines = []
+    spec = _spec(num_envs=2)
+    evaluator = _ray_evaluator(spec, 2, log=lines.append, max_worker_restarts=0)
+    try:
+      algorithm = _algorithm("ga", spec, evaluator)
+      evaluator.arm_exit(1, seconds=0.05)
+      history = [algorithm.step() for _ in range(3)]
+      assert evaluator.workers_alive == 1
+    finally:
+      evaluator.close()
+    assert any("no replacement" in line for line in lines), lines
+    assert _scores(history) == scores
+    assert _comparable_state(algorithm) == state
+
+  def test_all_workers_lost_keeps_a_checkpoint_that_resumes_locally(self, tmp_path):
+    scores, state = _local_reference("ga")
+    logdir = str(tmp_path / "run")
+    spec = _spec(num_envs=2)
+    evaluator = _ray_evaluator(spec, 2, log=lambda line: None, max_worker_restarts=0)
+    try:
+      algorithm = _algorithm("ga", spec, evaluator)
+      first = _run(algorithm, logdir, 1)
+      for i in range(2):
+        evaluator.arm_exit(i, seconds=0.05)
+      with pytest.raises(evaluators.WorkersLost, match="generation 1"):
+        _run(algorithm, logdir, 3, resume=True)
+    finally:
+      evaluator.close()
+    local_spec = _spec(num_envs=3, groups=1)
+    local = worker.build_local(local_spec, _table())
+    try:
+      resumed = _algorithm("ga", local_spec, local)
+      rest = _run(resumed, logdir, 3, resume=True)
+    finally:
+      local.close()
+    assert _scores(first + rest) == scores
+    assert _comparable_state(resumed) == state
+
+
+class TestResume:
+
+  @pytest.mark.parametrize("first_on_ray", [True, False])
+  def test_resume_across_placements(self, tmp_path, first_on_ray):
+    scores, state = _local_reference("es")
+    logdir = str(tmp_path / "run")
+    history = []
+    for generations, on_ray in ((2, first_on_ray), (3, not first_on_ray)):
+      spec = _spec(num_envs=2) if on_ray else _spec(num_envs=3, groups=1)
+      evaluator = (_ray_evaluator(spec, 2) if on_ray
+                   else worker.build_local(spec, _table()))
+      try:
+        algorithm = _algorithm("es", spec, evaluator)
+        history += _run(algorithm, logdir, generations, resume=generations > 2)
+      finally:
+        evaluator.close()
+    assert _scores(history) == scores
+    assert _comparable_state(algorithm) == state
+
+
+class TestTraffic:
+
+  def test_bytes_grow_with_the_seed_chains_not_the_weights(self):
+    cartpole = worker.EnvSpec(gym_id="CartPole-v1")
+    sent = {}
+    for hidden in ((4,), (256, 256)):
+      spec = _spec(env=cartpole, arch="mlp", hidden=hidden, cap=None)
+      evaluator = _ray_evaluator(spec, 2)
+      try:
+        algorithm = _algorithm("ga", spec, evaluator)
+        per_generation = []
+        for _ in range(3):
+          before = evaluator.bytes_sent
+          algorithm.step()
+          per_generation.append(evaluator.bytes_sent - before)
+      finally:
+        evaluator.close()
+      sent[hidden] = per_generation
+    weights = 4 * spec.layout().dim
+    assert weights > 250_000
+    # The weights differ ~2000x in size; the bytes sent do not (but for the
+    # pickled size of the offsets' values), and are a small part of one network's.
+    for small, large in zip(sent[(4,)], sent[(256, 256)]):
+      assert abs(small - large) <= 0.02 * small and large < weights / 20, sent
+    # The third generation's chains are two mutations longer than the first's.
+    assert sent[(4,)][2] > sent[(4,)][0], sent
+
+
+def _ray_processes(marker: str):
+  """PIDs of live processes whose command line or environment names `marker`."""
+  pids = []
+  for pid in os.listdir("/proc"):
+    if not pid.isdigit():
+      continue
+    try:
+      with open(f"/proc/{pid}/cmdline", "rb") as f:
+        cmdline = f.read()
+      with open(f"/proc/{pid}/environ", "rb") as f:
+        environ = f.read()
+    except OSError:
+      continue
+    if marker.encode() in cmdline or marker.encode() in environ:
+      pids.append(int(pid))
+  return pids
+
+
+@pytest.fixture
+def ray_tmpdir():
+  # Short: Ray's socket paths under it must stay within the 107 bytes of a
+  # unix socket address.
+  path = tempfile.mkdtemp(prefix="tfrl_ray_", dir="/tmp")
+  yield path
+  shutil.rmtree(path, ignore_errors=True)
+
+
+class TestCommandLine:
+
+  def _env(self, ray_tmpdir):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=_ROOT,
+               RAY_TMPDIR=ray_tmpdir)
+    env.pop("RAY_ADDRESS", None)
+    return env
+
+  _ARGS = ["--env=CartPole-v1", "--num_envs=4", "--hidden=8", "--population=6",
+           "--noise_table_size=100000", "--ray_address=local", "--ray_workers=2"]
+  _GA = ["--truncation=2", "--elite_candidates=2", "--elite_episodes=2"]
+
+  def test_local_ray_instance_runs_exports_and_leaves_no_process(self, tmp_path,
+                                                                 ray_tmpdir):
+    logdir = str(tmp_path / "ga")
+    env = self._env(ray_tmpdir)
+    out = subprocess.run([sys.executable, "-m", "tfrl.ga", *self._ARGS, *self._GA, "--generations=2",
+                          f"--logdir={logdir}"], env=env, cwd=_ROOT, capture_output=True,
+                         text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "[ga] gen    2" in out.stdout and "ray: 2 workers" in out.stdout
+    assert os.path.exists(os.path.join(logdir, "elite", "saved_model.pb"))
+    played = subprocess.run(
+        [sys.executable, "-m", "tfrl.evaluate", f"--policy={logdir}/elite",
+         "--env=CartPole-v1", "--episodes=2", "--num_envs=2"], env=env, cwd=_ROOT,
+        capture_output=True, text=True, timeout=120)
+    assert played.returncode == 0, played.stderr[-3000:]
+    time.sleep(1.0)
+    assert _ray_processes(ray_tmpdir) == []
+
+  def test_sigterm_stops_the_run_and_its_ray_processes(self, tmp_path, ray_tmpdir):
+    logdir = str(tmp_path / "es")
+    env = self._env(ray_tmpdir)
+    stderr = open(tmp_path / "stderr.txt", "w+")
+    proc = subprocess.Popen([sys.executable, "-m", "tfrl.es", *self._ARGS,
+                             "--center_episodes=2", "--generations=100000", f"--logdir={logdir}"], env=env,
+                            cwd=_ROOT, stdout=subprocess.PIPE, stderr=stderr, text=True)
+    try:
+      deadline = time.time() + 180
+      while time.time() < deadline:
+        line = proc.stdout.readline()
+        if "[es] gen    2" in line or not line:
+          break
+      proc.send_signal(signal.SIGTERM)
+      out, _ = proc.communicate(timeout=120)
+    finally:
+      if proc.poll() is None:
+        proc.kill()
+      stderr.seek(0)
+      err = stderr.read()
+      stderr.close()
+    assert proc.returncode == 0, err[-3000:]
+    assert "stopped by a signal" in out
+    assert os.path.exists(os.path.join(logdir, "checkpoint.json"))
+    time.sleep(1.0)
+    assert _ray_processes(ray_tmpdir) == []
+
+  def test_no_worker_can_start_one_line_and_exit_1(self, tmp_path, ray_tmpdir):
+    out = subprocess.run(
+        [sys.executable, "-m", "tfrl.ga", *self._ARGS[:-2], "--ray_address=local",
+         "--ray_workers=1", "--ray_worker_cpus=64", "--ray_worker_start_timeout=3",
+         f"--logdir={tmp_path / 'ga'}"], env=self._env(ray_tmpdir), cwd=_ROOT,
+        capture_output=True, text=True, timeout=240)
+    assert out.returncode == 1, out.stderr[-3000:]
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("tfrl.ga: error: no Ray worker started within 3 s"), last

@@ -1,0 +1,89 @@
+"""absl flags generated from a config dataclass, and the config built back.
+
+A setting's name, type, default and help are written once, on its field:
+
+    @dataclasses.dataclass(frozen=True)
+    class RayConfig:
+      workers: int = flagconfig.field(2, "Ray actors that play the population.")
+
+    flagconfig.define(RayConfig, prefix="ray_")   # --ray_workers=2
+    config = flagconfig.build(RayConfig, prefix="ray_")
+
+Supported field types: bool, int, float, str (an enum with `choices`),
+Optional[...] of those (default None), and Tuple[str | int, ...] (a list flag).
+"""
+
+import dataclasses
+import typing
+from typing import Any, Optional, Sequence
+
+from absl import flags
+
+_HELP = "tfrl_help"
+_CHOICES = "tfrl_choices"
+
+
+def field(default: Any, help: str, choices: Optional[Sequence[str]] = None):  # pylint: disable=redefined-builtin
+  """A dataclass field with the help text (and enum choices) of its flag."""
+  return dataclasses.field(default=default,
+                           metadata={_HELP: help, _CHOICES: tuple(choices or ())})
+
+
+def _base_type(annotation):
+  origin = typing.get_origin(annotation)
+  if origin is typing.Union:
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if len(args) == 1:
+      return _base_type(args[0])
+  if origin in (tuple, list):
+    return tuple, (typing.get_args(annotation) or (str,))[0]
+  return annotation, None
+
+
+def _fields(config_cls):
+  hints = typing.get_type_hints(config_cls)
+  for f in dataclasses.fields(config_cls):
+    if _HELP in f.metadata:
+      yield f, hints[f.name]
+
+
+def define(config_cls, prefix: str = "", fv: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines a flag `<prefix><field>` per field made with `field` (idempotent)."""
+  for f, annotation in _fields(config_cls):
+    name = prefix + f.name
+    if name in fv:
+      continue
+    kind, item = _base_type(annotation)
+    help_text, choices = f.metadata[_HELP], f.metadata[_CHOICES]
+    if choices:
+      flags.DEFINE_enum(name, f.default, list(choices), help_text, flag_values=fv)
+    elif kind is bool:
+      flags.DEFINE_boolean(name, f.default, help_text, flag_values=fv)
+    elif kind is int:
+      flags.DEFINE_integer(name, f.default, help_text, flag_values=fv)
+    elif kind is float:
+      flags.DEFINE_float(name, f.default, help_text, flag_values=fv)
+    elif kind is str:
+      flags.DEFINE_string(name, f.default, help_text, flag_values=fv)
+    elif kind is tuple:
+      default = None if f.default is None else [str(v) for v in f.default]
+      flags.DEFINE_list(name, default, help_text, flag_values=fv)
+    else:
+      raise TypeError(f"{config_cls.__name__}.{f.name}: no flag type for {annotation}.")
+
+
+def build(config_cls, prefix: str = "", fv: flags.FlagValues = flags.FLAGS, **overrides):
+  """`config_cls` with every flag-backed field read from its flag.
+
+  Fields without a flag keep their defaults unless given in `overrides`;
+  the config's own checks (`__post_init__`) run as usual.
+  """
+  values = {}
+  for f, annotation in _fields(config_cls):
+    value = fv[prefix + f.name].value
+    kind, item = _base_type(annotation)
+    if kind is tuple and value is not None:
+      value = tuple(item(v) for v in value)
+    values[f.name] = value
+  values.update(overrides)
+  return config_cls(**values)
