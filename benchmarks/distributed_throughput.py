@@ -9,7 +9,9 @@ On the preset's population, network and frame cap, one run measures:
     same seed, interleaved over --rounds of --generations_per_round
     generations (each config's generations give identical scores: checked);
   * the Ray path's overhead per generation: the same with episodes capped
-    at --overhead_frame_cap frames, so that dispatch dominates;
+    at --overhead_frame_cap frames, so that dispatch weighs most; with one
+    worker, the driver's wall time less the time the worker spent in its
+    chunks is what dispatch, (de)serialization and waiting cost;
   * bytes sent to and received from the workers per generation (the
     pickled requests and results, plus ES centres read from the object store);
   * start-up apart: Ray itself, and a worker's start with the noise table
@@ -52,10 +54,12 @@ _OUTPUT = flags.DEFINE_string("output", "distributed_throughput.json", "JSON res
 
 
 def run_generations(evaluator, table, layout, generations):
-  """(seconds, frames, bytes sent, bytes received, scores) of a GA from the seed."""
+  """(seconds, frames, bytes sent, bytes received, scores, worker seconds) of a GA
+  from the seed."""
   algorithm = ga.GeneticAlgorithm(ga_main.ga_config(), layout, table, evaluator)
   sent = getattr(evaluator, "bytes_sent", 0)
   received = getattr(evaluator, "bytes_received", 0)
+  busy = getattr(evaluator, "worker_seconds", 0.0)
   start, frames, scores = time.perf_counter(), 0, []
   for _ in range(generations):
     m = algorithm.step()
@@ -63,7 +67,8 @@ def run_generations(evaluator, table, layout, generations):
     scores.append((m["best"], m["mean"], m["elite"], m["generation_frames"]))
   seconds = time.perf_counter() - start
   return (seconds, frames, getattr(evaluator, "bytes_sent", 0) - sent,
-          getattr(evaluator, "bytes_received", 0) - received, scores)
+          getattr(evaluator, "bytes_received", 0) - received, scores,
+          getattr(evaluator, "worker_seconds", 0.0) - busy)
 
 
 def make_evaluators(spec, table, cpus, noise="seed"):
@@ -123,13 +128,14 @@ def main(argv):
   identical = all(run[4] == runs["local"][0][4] for name in runs for run in runs[name])
 
   short = dataclasses.replace(spec, episode_frame_cap=_OVERHEAD_CAP.value)
-  overhead = {}
+  overhead, dispatch = {}, {}
   short_evaluators = make_evaluators(short, table, cpus)
   for name, evaluator in short_evaluators.items():
     run_generations(evaluator, table, layout, 1)  # traced, weights cached
-    seconds, frames, sent, received, _ = run_generations(
+    seconds, _, _, _, _, busy = run_generations(
         evaluator, table, layout, _OVERHEAD_GENERATIONS.value)
     overhead[name] = seconds / _OVERHEAD_GENERATIONS.value
+    dispatch[name] = (seconds - busy) / _OVERHEAD_GENERATIONS.value
     evaluator.close()
   ray.shutdown()
 
@@ -149,10 +155,14 @@ def main(argv):
                  "bytes_sent_per_generation": sent,
                  "bytes_received_per_generation": received,
                  "short_episode_generation_seconds": overhead[name],
-                 "overhead_seconds_per_generation": overhead[name] - overhead["local"]})
+                 "driver_seconds_outside_worker_chunks_per_generation":
+                     dispatch[name] if name != "local" else None})
     print(f"{name:<16} | {best:>13.0f} | {np.median(ratios):>23.2f} | {sent:>14.0f} | "
           f"{received:>14.0f} | {overhead[name]:>19.3f}")
-  print(f"\nidentical scores in every config and round: {identical}")
+  one = dispatch["ray 1 worker"]
+  print(f"\nshort episodes, 1 worker: {one:.3f} s of each {overhead['ray 1 worker']:.3f} s "
+        f"generation outside the worker's chunks (dispatch, pickling, waiting)")
+  print(f"identical scores in every config and round: {identical}")
   print(f"Ray start {ray_init_seconds:.1f} s; a worker's start: "
         + "; ".join(f"noise from {k} {v['worker_seconds']:.2f} s in the worker, "
                     f"{v['wall_seconds']:.2f} s wall" for k, v in startup.items()))

@@ -17,15 +17,24 @@ def _git(*args) -> str:
     return ""
 
 
+_ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512vbmi", "avx512_bf16",
+              "amx_tile", "amx_bf16")
+
+
 def cpu_model() -> str:
+  """'<model name> (family F, model M; <ISA extensions of note>)'."""
+  fields = {}
   try:
     with open("/proc/cpuinfo") as f:
       for line in f:
-        if line.startswith("model name"):
-          return line.split(":", 1)[1].strip()
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
   except OSError:
-    pass
-  return platform.processor() or "unknown"
+    return platform.processor() or "unknown"
+  flags = set(fields.get("flags", "").split())
+  isa = ", ".join(f for f in _ISA_FLAGS if f in flags)
+  return (f"{fields.get('model name', 'unknown')} (family {fields.get('cpu family', '?')}, "
+          f"model {fields.get('model', '?')}; {isa})")
 
 
 def provenance() -> dict:

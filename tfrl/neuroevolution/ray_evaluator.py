@@ -172,12 +172,14 @@ class PopulationWorker:
     if self._exit_after is not None:
       # Dies mid-chunk (or at its end, before answering, if it is quicker).
       threading.Timer(self._exit_after, os._exit, (1,)).start()
+    start = time.perf_counter()
     genomes = [Genome.from_json(c) for c in request["genomes"]]
     res = self.local.evaluate(genomes, request["episodes"], request["seeds"],
                               request.get("expected_steps"))
     if self._exit_after is not None:
       os._exit(1)
-    return {"returns": res.returns, "lengths": res.lengths}
+    return {"returns": res.returns, "lengths": res.lengths,
+            "seconds": time.perf_counter() - start}
 
 
 class RayEvaluator(evaluators.Evaluator):
@@ -226,6 +228,7 @@ class RayEvaluator(evaluators.Evaluator):
     self.lost = 0
     self.bytes_sent = 0
     self.bytes_received = 0
+    self.worker_seconds = 0.0     # time the workers spent on chunks (for overhead)
     self._center = None           # (version, array, [ref])
     self._remember = None         # (version, [chains])
     self._workers: Dict[int, dict] = {}   # live and starting actors by id
@@ -398,6 +401,7 @@ class RayEvaluator(evaluators.Evaluator):
           self._lose(wid, f"lost ({_reason(e)})")
           continue
         self.bytes_received += len(pickle.dumps(out))
+        self.worker_seconds += out["seconds"]
         nets = slice(chunk.first, chunk.first + chunk.count)
         eps = slice(chunk.episode, chunk.episode + chunk.episodes)
         returns[nets, eps] = out["returns"]
