@@ -174,7 +174,10 @@ def main(argv):
     return tf.while_loop(lambda i, obs: i < loop_steps, body,
                          (tf.constant(0), env.observe(slots)), parallel_iterations=1)[1:]
 
-  cells = {(arch, int(g), dt, int(e), inf): make_ga(env, arch, int(g), dt, int(e), inf)
+  # The GA's slots as the entry points make them: no auto-reset (each episode
+  # starts with its own seeded reset, the only reset it spends).
+  ga_env = AtariEnv(_GAME.value, _NUM_ENVS.value, seed=0, auto_reset=False)
+  cells = {(arch, int(g), dt, int(e), inf): make_ga(ga_env, arch, int(g), dt, int(e), inf)
            for arch in _ARCHS.value for dt in _PRECISIONS.value for e in _EPISODES.value
            for inf in _INFERENCES.value for g in _GROUPS.value}
   env_cells = {f"env-only groups={g}{name}": (int(g), fn, n) for g in _GROUPS.value

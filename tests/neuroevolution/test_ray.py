@@ -345,3 +345,16 @@ class TestCommandLine:
     assert out.returncode == 1, out.stderr[-3000:]
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("tfrl.ga: error: no Ray worker started within 3 s"), last
+
+  def test_without_ray_flags_ray_is_not_imported(self, tmp_path, ray_tmpdir):
+    # The whole local run in a fresh process; at exit it says whether Ray was loaded.
+    code = ("import atexit, runpy, sys\n"
+            "atexit.register(lambda: print('ray imported:', 'ray' in sys.modules))\n"
+            f"sys.argv = ['tfrl.ga'] + {self._ARGS[:-2] + self._GA!r} + "
+            f"['--generations=1', '--logdir={tmp_path / 'ga'}']\n"
+            "runpy.run_module('tfrl.ga', run_name='__main__')\n")
+    out = subprocess.run([sys.executable, "-c", code], env=self._env(ray_tmpdir),
+                         cwd=_ROOT, capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "[ga] gen    1" in out.stdout and "local:" in out.stdout
+    assert "ray imported: False" in out.stdout, out.stdout
