@@ -143,41 +143,39 @@ class TestPlacement:
     assert len({s[1] for s in scores} | {s[2] for s in scores}) > 1, scores
 
 
+def _ga_losing_a_worker(worker_index, before_generation, max_worker_restarts):
+  """3 GA generations on 2 workers, one of which dies in the given generation."""
+  lines = []
+  spec = _spec(num_envs=2)
+  evaluator = _ray_evaluator(spec, 2, log=lines.append,
+                             max_worker_restarts=max_worker_restarts)
+  try:
+    algorithm = _algorithm("ga", spec, evaluator)
+    history = []
+    for generation in range(3):
+      if generation == before_generation:
+        evaluator.arm_exit(worker_index, seconds=0.05)
+      history.append(algorithm.step())
+    counts = (evaluator.lost, evaluator.restarts, evaluator.workers_alive)
+  finally:
+    evaluator.close()
+  return history, _comparable_state(algorithm), counts, lines
+
+
 class TestFaults:
 
   def test_worker_killed_mid_generation_is_replaced_and_nothing_changes(self):
-    scores, state = _local_reference("ga")
-    lines = []
-    spec = _spec(num_envs=2)
-    evaluator = _ray_evaluator(spec, 2, log=lines.append, max_worker_restarts=1)
-    try:
-      algorithm = _algorithm("ga", spec, evaluator)
-      history = [algorithm.step()]
-      evaluator.arm_exit(0, seconds=0.05)
-      history += [algorithm.step() for _ in range(2)]
-      assert evaluator.lost == 1 and evaluator.restarts == 1
-    finally:
-      evaluator.close()
+    history, state, (lost, restarts, _), lines = _ga_losing_a_worker(0, 1, 1)
+    assert (lost, restarts) == (1, 1)
     assert any("re-dealt" in line for line in lines), lines
     assert any("starting replacement" in line for line in lines), lines
-    assert _scores(history) == scores
-    assert _comparable_state(algorithm) == state
+    assert (_scores(history), state) == _local_reference("ga")
 
   def test_run_goes_on_without_a_worker_that_stays_gone(self):
-    scores, state = _local_reference("ga")
-    lines = []
-    spec = _spec(num_envs=2)
-    evaluator = _ray_evaluator(spec, 2, log=lines.append, max_worker_restarts=0)
-    try:
-      algorithm = _algorithm("ga", spec, evaluator)
-      evaluator.arm_exit(1, seconds=0.05)
-      history = [algorithm.step() for _ in range(3)]
-      assert evaluator.workers_alive == 1
-    finally:
-      evaluator.close()
+    history, state, (lost, _, alive), lines = _ga_losing_a_worker(1, 0, 0)
+    assert (lost, alive) == (1, 1)
     assert any("no replacement" in line for line in lines), lines
-    assert _scores(history) == scores
-    assert _comparable_state(algorithm) == state
+    assert (_scores(history), state) == _local_reference("ga")
 
   def test_all_workers_lost_keeps_a_checkpoint_that_resumes_locally(self, tmp_path):
     scores, state = _local_reference("ga")
