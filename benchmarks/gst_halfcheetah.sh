@@ -13,8 +13,9 @@
 # PARALLEL (1: a seed's runs at once under `nice`, one TF thread each;
 # default 0), METHODS (default "dense iterative_pruning gst
 # gst_b64_dst_inputs_c80"; any other method is the preset
-# flags/td3_halfcheetah_<method>.flags, e.g. gst_b32, gst_b64; each preset's
-# header and the README's GST section say what it changes),
+# flags/td3_halfcheetah_<method>.flags, e.g. gst_b32, or the ablation
+# benchmarks/ablations/td3_halfcheetah_<method>.flags, e.g. gst_b64; each
+# preset's header says what it changes and what it measured),
 # GST_WINDOW (episodes per reward-aware decision, default the preset's 10; 3
 # suits budgets under ~100k steps), GST_STEP_UP / GST_STEP_DOWN (the
 # reward-aware rule's sparsity steps, default the preset's 0.05 / 0.1, sized
@@ -45,12 +46,20 @@ common=(--total_steps="$STEPS" --start_steps="$START" --eval_every=0
 [[ -n "${GST_STEP_DOWN:-}" ]] && common+=(--gst_step_down="$GST_STEP_DOWN")
 PARALLEL=${PARALLEL:-0}
 read -r -a methods <<< "${METHODS:-dense iterative_pruning gst gst_b64_dst_inputs_c80}"
-# A method's preset is flags/td3_halfcheetah_<method>.flags, except these two.
+# A method's preset is flags/td3_halfcheetah_<method>.flags (a preset to start
+# from) or benchmarks/ablations/td3_halfcheetah_<method>.flags (an ablation),
+# except these two.
 declare -A flagfile=([dense]=td3_halfcheetah [iterative_pruning]=td3_halfcheetah_pruning)
-preset() { echo "flags/${flagfile[$1]:-td3_halfcheetah_$1}.flags"; }
+preset() {
+  local name="${flagfile[$1]:-td3_halfcheetah_$1}.flags"
+  if [[ ! -f "flags/$name" && -f "benchmarks/ablations/$name" ]]; then
+    echo "benchmarks/ablations/$name"
+  else echo "flags/$name"; fi
+}
 for m in "${methods[@]}"; do
   [[ -f "$(preset "$m")" ]] || { echo "METHODS: no preset $(preset "$m") for '$m'; methods:" \
-    "dense iterative_pruning $(cd flags && ls td3_halfcheetah_gst*.flags | sed 's/^td3_halfcheetah_//; s/\.flags$//' | tr '\n' ' ')" >&2; exit 2; }
+    "dense iterative_pruning $(ls flags/td3_halfcheetah_gst*.flags benchmarks/ablations/td3_halfcheetah_gst*.flags \
+      | sed 's|^.*/td3_halfcheetah_||; s/\.flags$//' | tr '\n' ' ')" >&2; exit 2; }
 done
 run() {  # run METHOD SEED
   local name=$1 seed=$2 dir="$OUT/seed$2"
