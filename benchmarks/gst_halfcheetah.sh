@@ -25,10 +25,18 @@
 # NICE (niceness under PARALLEL, default 10).
 # Ctrl-C / SIGTERM stop the runs with a checkpoint; RESUME=1 continues them.
 # The return is the mean of 5 deterministic episodes after training.
+# OUT/results.json also holds "provenance" (commit, command, CPU, cores, date),
+# taken when the runs start (OUT/provenance.json; if OUT has none, now).
 # Pruning schedules count training iterations (= STEPS - START); both
 # iterative pruning and GST's reward-aware pruning end at 80 % of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The command as given, with the settings read from the environment.
+COMMAND="benchmarks/gst_halfcheetah.sh"
+for v in NICE RESUME CHECKPOINT_EVERY TABLE_ONLY GST_STEP_DOWN GST_STEP_UP GST_WINDOW METHODS \
+  PARALLEL SEEDS OUT START STEPS; do
+  if [[ -n "${!v:-}" ]]; then COMMAND="$v=$(printf '%q' "${!v}") $COMMAND"; fi
+done
 STEPS=${STEPS:-1000000}
 START=${START:-10000}
 OUT=${OUT:-/tmp/tfrl_gst_halfcheetah}
@@ -70,6 +78,8 @@ run() {  # run METHOD SEED
     || { tail -20 "$dir/$name.log" >&2; return 1; }
 }
 if [[ "${TABLE_ONLY:-0}" != 1 ]]; then
+  mkdir -p "$OUT"
+  "$PYTHON" benchmarks/provenance.py "$COMMAND" > "$OUT/provenance.json" 2>/dev/null
   for seed in "${seeds[@]}"; do
     if [[ "$PARALLEL" == 1 ]]; then
       # Separate processes share the cores; one intra-op thread each avoids
@@ -88,8 +98,10 @@ if [[ "${TABLE_ONLY:-0}" != 1 ]]; then
     fi
   done
 fi
-"$PYTHON" - "$OUT" "$STEPS" "${#seeds[@]}" "${seeds[@]}" "${methods[@]}" <<'PY'
-import json, math, sys
+COMMAND="$COMMAND" "$PYTHON" - "$OUT" "$STEPS" "${#seeds[@]}" "${seeds[@]}" "${methods[@]}" <<'PY'
+import json, math, os, sys
+sys.path.insert(0, os.getcwd())
+from benchmarks import provenance
 out, steps, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 seeds, names = sys.argv[4:4 + n], sys.argv[4 + n:]
 rows = {m: {s: json.load(open(f"{out}/seed{s}/{m}/summary.json")) for s in seeds} for m in names}
@@ -117,7 +129,11 @@ for m, by_seed in rows.items():
     print(f"{m:<{w}} {'mean':>4} {means[m]['eval_return']:>11.1f} {'':>13} "
           f"{100 * means[m]['average_compression_ratio']:>9.1f}% "
           f"{100 * means[m]['final_compression_ratio']:>11.1f}%")
-json.dump({"steps": steps, "seeds": seeds, "means": means,
+if os.path.exists(f"{out}/provenance.json"):
+  record = json.load(open(f"{out}/provenance.json"))
+else:
+  record = provenance.provenance(os.environ["COMMAND"])
+json.dump({"provenance": record, "steps": steps, "seeds": seeds, "means": means,
            "runs": {m: {s: {k: v for k, v in r.items() if k != "layers"} for s, r in by_seed.items()}
                     for m, by_seed in rows.items()}},
           open(f"{out}/results.json", "w"), indent=1)
