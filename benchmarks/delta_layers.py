@@ -36,6 +36,7 @@ import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks import provenance  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import population_net as pn  # pylint: disable=g-import-not-at-top
 from tfrl.ops import population as pop_ops  # pylint: disable=g-import-not-at-top
 from tfrl.ops import population_delta as delta  # pylint: disable=g-import-not-at-top
@@ -159,7 +160,7 @@ def main(argv):
   pop_ops.load_library()
   from tfrl.envs import AtariEnv  # pylint: disable=import-outside-toplevel
   env = AtariEnv("pong", _ROWS.value, seed=0)
-  report = {"rows": _ROWS.value, "networks": 2, "warm_steps": _WARM.value,
+  report = {"provenance": provenance.provenance(), "rows": _ROWS.value, "networks": 2, "warm_steps": _WARM.value,
             "unit": "microseconds per row", "results": {}}
   header = (f"{'arch / kernels / layer':<34} | {'changed in':>10} | {'incremental':>11} | "
             f"{'fresh':>7} | {'unchanged':>9} | {'GEMM':>7}")

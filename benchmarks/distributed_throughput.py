@@ -167,7 +167,7 @@ def main(argv):
         + "; ".join(f"noise from {k} {v['worker_seconds']:.2f} s in the worker, "
                     f"{v['wall_seconds']:.2f} s wall" for k, v in startup.items()))
   with open(_OUTPUT.value, "w") as f:
-    json.dump({**record, "population": fv.population, "num_envs": spec.num_envs,
+    json.dump({"provenance": record, "population": fv.population, "num_envs": spec.num_envs,
                "episode_frame_cap": spec.episode_frame_cap, "arch": layout.describe(),
                "generations_per_round": _GENERATIONS.value, "rounds": _ROUNDS.value,
                "overhead_frame_cap": _OVERHEAD_CAP.value, "identical_scores": identical,

@@ -16,11 +16,16 @@ table and writes JSON.
 import json
 import os
 import platform
+import sys
 import time
 
 from absl import app
 from absl import flags
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks import provenance  # pylint: disable=g-import-not-at-top
 
 _NUM_ENVS = flags.DEFINE_integer("num_envs", 8, "Emulators per batched env.")
 _SECONDS = flags.DEFINE_float("seconds", 8.0, "Measuring time per row.")
@@ -165,6 +170,7 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   game, n, seconds = _GAME.value, _NUM_ENVS.value, _SECONDS.value
+  record = provenance.provenance()
   cores = os.cpu_count()
   rows = [
       ("raw ALE loop, 1 thread", 1, lambda: raw_ale(game, seconds)),
@@ -207,7 +213,7 @@ def main(argv):
           f"{rate / (cores * raw):15.0%}")
   os.makedirs(os.path.dirname(os.path.abspath(_OUTPUT.value)), exist_ok=True)
   with open(_OUTPUT.value, "w") as f:
-    json.dump(dict(game=game, cores=cores, machine=platform.machine(),
+    json.dump(dict(provenance=record, game=game, cores=cores, machine=platform.machine(),
                    processor=platform.processor(), seconds_per_row=seconds,
                    rounds=_ROUNDS.value,
                    results=results), f, indent=2)

@@ -5,9 +5,11 @@
 #
 # Defaults: LOGDIR=/tmp/tfrl_ga3c_pong, SECONDS=10800 (3 hours). Resumes if
 # LOGDIR has a checkpoint. Writes LOGDIR/score_curve.csv and
-# LOGDIR/score_curve.json (frames, wall seconds, rolling score, episodes) read
-# from the run's TensorBoard events. Stop early with Ctrl-C / SIGTERM: the run
-# checkpoints and the curve is still written.
+# LOGDIR/score_curve.json ({"provenance": commit, command, CPU, cores and
+# date, taken when the run or its latest resume starts; "curve": frames, wall
+# seconds, rolling score, episodes}) read from the run's TensorBoard events.
+# Stop early with Ctrl-C / SIGTERM: the run checkpoints and the curve is still
+# written.
 set -u
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python}"
@@ -16,6 +18,9 @@ SECONDS_BUDGET="${2:-10800}"
 shift 2 2>/dev/null || shift $#
 RESUME=""
 if [ -f "$LOGDIR/checkpoints/checkpoint" ]; then RESUME="--resume"; fi
+mkdir -p "$LOGDIR"
+COMMAND="benchmarks/ga3c_pong.sh $LOGDIR $SECONDS_BUDGET${*:+ $*}"
+"$PYTHON" benchmarks/provenance.py "$COMMAND" > "$LOGDIR/provenance.json" 2>/dev/null
 
 "$PYTHON" -m tfrl.ga3c --flagfile=flags/ga3c_pong.flags --logdir="$LOGDIR" \
   --max_seconds="$SECONDS_BUDGET" $RESUME "$@" &
@@ -41,8 +46,10 @@ if curve:
   t0 = min(r["wall_time"] for r in rows.values())
   for r in curve:
     r["seconds"] = round(r.pop("wall_time") - t0, 1)
+with open(os.path.join(logdir, "provenance.json")) as f:
+  record = json.load(f)
 with open(os.path.join(logdir, "score_curve.json"), "w") as f:
-  json.dump(curve, f, indent=1)
+  json.dump({"provenance": record, "curve": curve}, f, indent=1)
 with open(os.path.join(logdir, "score_curve.csv"), "w", newline="") as f:
   w = csv.DictWriter(f, fieldnames=["frames", "seconds", "rolling_score", "episodes"])
   w.writeheader()

@@ -14,6 +14,7 @@ steps x frame skip). Prints a table and writes JSON.
 import json
 import os
 import platform
+import sys
 import tempfile
 import time
 
@@ -22,8 +23,11 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
-from tfrl.envs import AtariEnv
-from tfrl.ga3c import GA3C, GA3CConfig
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks import provenance  # pylint: disable=g-import-not-at-top
+from tfrl.envs import AtariEnv  # pylint: disable=g-import-not-at-top
+from tfrl.ga3c import GA3C, GA3CConfig  # pylint: disable=g-import-not-at-top
 
 _GAME = flags.DEFINE_string("game", "PongNoFrameskip-v4", "Atari game.")
 _SECONDS = flags.DEFINE_float("seconds", 60.0, "Measured seconds per mode.")
@@ -98,13 +102,14 @@ def training_fps(game, agents, envs_per_agent, seconds, warmup):
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
+  record = provenance.provenance()
   slots = _AGENTS.value * _ENVS_PER_AGENT.value
   env_fps = env_only_fps(_GAME.value, slots, _SECONDS.value, _WARMUP.value)
   train = training_fps(_GAME.value, _AGENTS.value, _ENVS_PER_AGENT.value,
                        _SECONDS.value, _WARMUP.value)
   ratio = train["frames_per_second"] / env_fps
   result = {
-      "game": _GAME.value, "emulators": slots, "agents": _AGENTS.value,
+      "provenance": record, "game": _GAME.value, "emulators": slots, "agents": _AGENTS.value,
       "envs_per_agent": _ENVS_PER_AGENT.value,
       "env_only_frames_per_second": env_fps,
       "training": train, "training_over_env_only": ratio,

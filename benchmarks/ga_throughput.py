@@ -39,6 +39,7 @@ import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks import provenance  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import evaluation  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import evaluators  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import ga  # pylint: disable=g-import-not-at-top
@@ -154,6 +155,7 @@ def main(argv):
   if "incremental" in _INFERENCES.value and "bfloat16_conv_inputs" in _PRECISIONS.value:
     raise app.UsageError("--inference=incremental needs float32 convolution inputs: "
                          "drop bfloat16_conv_inputs from --precisions.")
+  record = provenance.provenance()
   pop_ops.load_library()
   from tfrl.envs import AtariEnv  # pylint: disable=import-outside-toplevel
   env = AtariEnv(_GAME.value, _NUM_ENVS.value, seed=0)
@@ -221,7 +223,7 @@ def main(argv):
     print(f"{name:<52} | {wall:>13.0f} | {per_cpu:>12.0f} | {wall / base_wall:>11.2f} | "
           f"{per_cpu / base_cpu:>15.2f} | {round_ratio:>18.2f}")
   with open(_OUTPUT.value, "w") as f:
-    json.dump({"game": _GAME.value, "num_envs": _NUM_ENVS.value,
+    json.dump({"provenance": record, "game": _GAME.value, "num_envs": _NUM_ENVS.value,
                "population": _POPULATION.value, "episode_frame_cap": _CAP.value,
                "cpus": os.cpu_count(),
                "round_fields": ["wall frames/s", "frames per CPU-second",

@@ -13,8 +13,9 @@
 # PARALLEL (1: a seed's runs at once under `nice`, one TF thread each;
 # default 0), METHODS (default "dense iterative_pruning gst
 # gst_b64_dst_inputs_c80"; any other method is the preset
-# flags/td3_halfcheetah_<method>.flags, e.g. gst_b32, gst_b64; each preset's
-# header and the README's GST section say what it changes),
+# flags/td3_halfcheetah_<method>.flags, e.g. gst_b32, or the ablation
+# benchmarks/ablations/td3_halfcheetah_<method>.flags, e.g. gst_b64; each
+# preset's header says what it changes and what it measured),
 # GST_WINDOW (episodes per reward-aware decision, default the preset's 10; 3
 # suits budgets under ~100k steps), GST_STEP_UP / GST_STEP_DOWN (the
 # reward-aware rule's sparsity steps, default the preset's 0.05 / 0.1, sized
@@ -24,10 +25,18 @@
 # NICE (niceness under PARALLEL, default 10).
 # Ctrl-C / SIGTERM stop the runs with a checkpoint; RESUME=1 continues them.
 # The return is the mean of 5 deterministic episodes after training.
+# OUT/results.json also holds "provenance" (commit, command, CPU, cores, date),
+# taken when the runs start (OUT/provenance.json; if OUT has none, now).
 # Pruning schedules count training iterations (= STEPS - START); both
 # iterative pruning and GST's reward-aware pruning end at 80 % of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The command as given, with the settings read from the environment.
+COMMAND="benchmarks/gst_halfcheetah.sh"
+for v in NICE RESUME CHECKPOINT_EVERY TABLE_ONLY GST_STEP_DOWN GST_STEP_UP GST_WINDOW METHODS \
+  PARALLEL SEEDS OUT START STEPS; do
+  if [[ -n "${!v:-}" ]]; then COMMAND="$v=$(printf '%q' "${!v}") $COMMAND"; fi
+done
 STEPS=${STEPS:-1000000}
 START=${START:-10000}
 OUT=${OUT:-/tmp/tfrl_gst_halfcheetah}
@@ -45,12 +54,20 @@ common=(--total_steps="$STEPS" --start_steps="$START" --eval_every=0
 [[ -n "${GST_STEP_DOWN:-}" ]] && common+=(--gst_step_down="$GST_STEP_DOWN")
 PARALLEL=${PARALLEL:-0}
 read -r -a methods <<< "${METHODS:-dense iterative_pruning gst gst_b64_dst_inputs_c80}"
-# A method's preset is flags/td3_halfcheetah_<method>.flags, except these two.
+# A method's preset is flags/td3_halfcheetah_<method>.flags (a preset to start
+# from) or benchmarks/ablations/td3_halfcheetah_<method>.flags (an ablation),
+# except these two.
 declare -A flagfile=([dense]=td3_halfcheetah [iterative_pruning]=td3_halfcheetah_pruning)
-preset() { echo "flags/${flagfile[$1]:-td3_halfcheetah_$1}.flags"; }
+preset() {
+  local name="${flagfile[$1]:-td3_halfcheetah_$1}.flags"
+  if [[ ! -f "flags/$name" && -f "benchmarks/ablations/$name" ]]; then
+    echo "benchmarks/ablations/$name"
+  else echo "flags/$name"; fi
+}
 for m in "${methods[@]}"; do
   [[ -f "$(preset "$m")" ]] || { echo "METHODS: no preset $(preset "$m") for '$m'; methods:" \
-    "dense iterative_pruning $(cd flags && ls td3_halfcheetah_gst*.flags | sed 's/^td3_halfcheetah_//; s/\.flags$//' | tr '\n' ' ')" >&2; exit 2; }
+    "dense iterative_pruning $(ls flags/td3_halfcheetah_gst*.flags benchmarks/ablations/td3_halfcheetah_gst*.flags \
+      | sed 's|^.*/td3_halfcheetah_||; s/\.flags$//' | tr '\n' ' ')" >&2; exit 2; }
 done
 run() {  # run METHOD SEED
   local name=$1 seed=$2 dir="$OUT/seed$2"
@@ -61,6 +78,8 @@ run() {  # run METHOD SEED
     || { tail -20 "$dir/$name.log" >&2; return 1; }
 }
 if [[ "${TABLE_ONLY:-0}" != 1 ]]; then
+  mkdir -p "$OUT"
+  "$PYTHON" benchmarks/provenance.py "$COMMAND" > "$OUT/provenance.json" 2>/dev/null
   for seed in "${seeds[@]}"; do
     if [[ "$PARALLEL" == 1 ]]; then
       # Separate processes share the cores; one intra-op thread each avoids
@@ -79,8 +98,10 @@ if [[ "${TABLE_ONLY:-0}" != 1 ]]; then
     fi
   done
 fi
-"$PYTHON" - "$OUT" "$STEPS" "${#seeds[@]}" "${seeds[@]}" "${methods[@]}" <<'PY'
-import json, math, sys
+COMMAND="$COMMAND" "$PYTHON" - "$OUT" "$STEPS" "${#seeds[@]}" "${seeds[@]}" "${methods[@]}" <<'PY'
+import json, math, os, sys
+sys.path.insert(0, os.getcwd())
+from benchmarks import provenance
 out, steps, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 seeds, names = sys.argv[4:4 + n], sys.argv[4 + n:]
 rows = {m: {s: json.load(open(f"{out}/seed{s}/{m}/summary.json")) for s in seeds} for m in names}
@@ -108,7 +129,11 @@ for m, by_seed in rows.items():
     print(f"{m:<{w}} {'mean':>4} {means[m]['eval_return']:>11.1f} {'':>13} "
           f"{100 * means[m]['average_compression_ratio']:>9.1f}% "
           f"{100 * means[m]['final_compression_ratio']:>11.1f}%")
-json.dump({"steps": steps, "seeds": seeds, "means": means,
+if os.path.exists(f"{out}/provenance.json"):
+  record = json.load(open(f"{out}/provenance.json"))
+else:
+  record = provenance.provenance(os.environ["COMMAND"])
+json.dump({"provenance": record, "steps": steps, "seeds": seeds, "means": means,
            "runs": {m: {s: {k: v for k, v in r.items() if k != "layers"} for s, r in by_seed.items()}
                     for m, by_seed in rows.items()}},
           open(f"{out}/results.json", "w"), indent=1)

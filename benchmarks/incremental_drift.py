@@ -27,6 +27,7 @@ import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks import provenance  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import population_net as pn  # pylint: disable=g-import-not-at-top
 from tfrl.ops import population as pop_ops  # pylint: disable=g-import-not-at-top
 
@@ -41,6 +42,7 @@ _OUTPUT = flags.DEFINE_string("output", "incremental_drift.json", "JSON results 
 
 def main(argv):
   del argv
+  record = provenance.provenance()
   pop_ops.load_library()
   from tfrl.envs import AtariEnv  # pylint: disable=import-outside-toplevel
   rows = _ROWS.value
@@ -79,7 +81,7 @@ def main(argv):
     print(f"{period:>13} | {max(errors):>14.2e} | {np.median(errors):>9.2e} | "
           f"{differing:>12} of {rows * _STEPS.value:<9}", flush=True)
   with open(_OUTPUT.value, "w") as f:
-    json.dump({"arch": _ARCH.value, "weight_dtype": _DTYPE.value, "rows": rows,
+    json.dump({"provenance": record, "arch": _ARCH.value, "weight_dtype": _DTYPE.value, "rows": rows,
                "steps": _STEPS.value, "results": results}, f, indent=1)
   print(f"wrote {_OUTPUT.value}")
 

@@ -9,7 +9,9 @@ JSON (--out).
 """
 
 import json
+import os
 import platform
+import sys
 import time
 
 from absl import app
@@ -17,7 +19,10 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-from tfrl import layers as tl
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks import provenance  # pylint: disable=g-import-not-at-top
+from tfrl import layers as tl  # pylint: disable=g-import-not-at-top
 
 flags.DEFINE_list("sizes", ["256", "512", "1024"], "Square layer sizes n (n x n kernels).")
 flags.DEFINE_list("block_sizes", ["4", "8", "16", "32", "64"], "Circulant block sizes.")
@@ -58,6 +63,7 @@ def _time(layer, x, repeats):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  record = provenance.provenance()
   sizes = [int(s) for s in FLAGS.sizes]
   blocks = [int(b) for b in FLAGS.block_sizes]
   rows = []
@@ -81,7 +87,7 @@ def main(argv):
     print(f"{r['n']:>5} {r['variant']:<14} {r['fwd_bwd_ms']:>8.3f} {r['speedup_vs_dense']:>7.2f}x "
           f"{r['stored_params']:>9d} {100 * r['compression_ratio']:>6.1f}% {r['bytes']:>9d}")
   with open(FLAGS.out, "w") as f:
-    json.dump(dict(batch=FLAGS.batch, repeats=FLAGS.repeats, tf=tf.__version__, rows=rows), f,
+    json.dump(dict(provenance=record, batch=FLAGS.batch, repeats=FLAGS.repeats, tf=tf.__version__, rows=rows), f,
               indent=1)
   print(f"JSON: {FLAGS.out}")
 

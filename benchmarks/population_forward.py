@@ -35,6 +35,7 @@ import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks import provenance  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import population_net as pn  # pylint: disable=g-import-not-at-top
 from tfrl.ops import population as pop_ops  # pylint: disable=g-import-not-at-top
 
@@ -182,6 +183,7 @@ def conv_layer_times(arch: str, rows: int):
 
 def main(argv):
   del argv
+  record = provenance.provenance()
   pop_ops.load_library()  # the benchmark needs the compiled op.
   rows = []
   print(f"arch={_ARCH.value} obs=84x84x4 uint8, actions={_ACTIONS.value}, "
@@ -226,7 +228,7 @@ def main(argv):
             f"{r['float32_us_per_row']:>8.1f} | {r['bf16_kernels_us_per_row']:>12.1f} | "
             f"{r['bf16_kernels_inputs_us_per_row']:>19.1f} | {gflops:>7.1f}")
   with open(_OUTPUT.value, "w") as f:
-    json.dump({"arch": _ARCH.value, "num_actions": _ACTIONS.value,
+    json.dump({"provenance": record, "arch": _ARCH.value, "num_actions": _ACTIONS.value,
                "active_fraction": _ACTIVE.value, "cpus": os.cpu_count(),
                "amx_disabled_by_env": "TFRL_POPULATION_NO_AMX" in os.environ,
                "results": rows, "conv_layers": layers}, f, indent=1)

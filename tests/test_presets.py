@@ -1,4 +1,5 @@
-"""Every flagfile preset under flags/ parses for its entry point and builds.
+"""Every flagfile preset under flags/ (and every ablation under
+benchmarks/ablations/) parses for its entry point and builds.
 
 Each entry point runs in its own process (their flag sets differ); the
 checker reparses the absl flags once per preset, builds the typed config
@@ -31,7 +32,8 @@ _CHECKER = textwrap.dedent("""
     entry = importlib.import_module(module)
     FLAGS = flags.FLAGS
     out = {}
-    for path in sorted(glob.glob(f"flags/{prefix}_*.flags")):
+    for path in sorted(glob.glob(f"flags/{prefix}_*.flags")
+                       + glob.glob(f"benchmarks/ablations/{prefix}_*.flags")):
       FLAGS.unparse_flags()
       FLAGS(["prog", f"--flagfile={path}"])
       plan = layer_flags.layer_plan_from_flags(FLAGS)
@@ -60,7 +62,7 @@ def _check(prefix):
   out = subprocess.run([sys.executable, "-c", _CHECKER, prefix, _ENTRY_POINTS[prefix]],
                        env=env, cwd=_ROOT, capture_output=True, text=True, timeout=300)
   if out.returncode:
-    raise AssertionError(f"presets flags/{prefix}_*.flags: {out.stderr[-3000:]}")
+    raise AssertionError(f"presets {prefix}_*.flags: {out.stderr[-3000:]}")
   return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -73,8 +75,17 @@ class PresetTest(absltest.TestCase):
 
   def test_every_preset_belongs_to_an_entry_point(self):
     checked = {p for r in self.results.values() for p in r}
-    presets = {os.path.relpath(p, _ROOT) for p in glob.glob(os.path.join(_ROOT, "flags/*.flags"))}
+    presets = {os.path.relpath(p, _ROOT) for d in ("flags", "benchmarks/ablations")
+               for p in glob.glob(os.path.join(_ROOT, d, "*.flags"))}
     self.assertEqual(presets - checked, set())
+    self.assertTrue(any(p.startswith("benchmarks/ablations/") for p in checked))
+
+  def test_every_preset_says_what_it_is_for_and_what_it_measured(self):
+    for path in glob.glob(os.path.join(_ROOT, "flags", "*.flags")):
+      with self.subTest(path=os.path.basename(path)), open(path) as f:
+        header = "".join(line for line in f if line.startswith("#"))
+        self.assertIn("# For: ", header)
+        self.assertIn("Measured: ", header)
 
   def test_td3_presets_have_their_own_logdirs(self):
     logdirs = [r["logdir"] for r in self.results["td3"].values()]
