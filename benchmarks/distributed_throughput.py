@@ -35,7 +35,6 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import provenance  # pylint: disable=g-import-not-at-top
-from tfrl import ga as ga_main  # pylint: disable=g-import-not-at-top  (defines the GA's flags)
 from tfrl.neuroevolution import cli as ne_cli  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import ga  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import noise as noise_lib  # pylint: disable=g-import-not-at-top
@@ -56,7 +55,7 @@ _OUTPUT = flags.DEFINE_string("output", "distributed_throughput.json", "JSON res
 def run_generations(evaluator, table, layout, generations):
   """(seconds, frames, bytes sent, bytes received, scores, worker seconds) of a GA
   from the seed."""
-  algorithm = ga.GeneticAlgorithm(ga_main.ga_config(), layout, table, evaluator)
+  algorithm = ga.GeneticAlgorithm(ne_cli.ga_config(), layout, table, evaluator)
   sent = getattr(evaluator, "bytes_sent", 0)
   received = getattr(evaluator, "bytes_received", 0)
   busy = getattr(evaluator, "worker_seconds", 0.0)

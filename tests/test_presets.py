@@ -51,7 +51,8 @@ _CHECKER = textwrap.dedent("""
       elif prefix == "ga3c":
         entry.config_from_flags()
       elif prefix == "ga":
-        entry.ga_config()
+        from tfrl.neuroevolution import cli as ne_cli
+        ne_cli.ga_config()
       out[path] = info
     print(json.dumps(out))
 """)

@@ -19,18 +19,9 @@ flags.DEFINE_integer("elite_candidates", 5, "Top individuals re-evaluated for th
 flags.DEFINE_integer("elite_episodes", 5, "Episodes of each elite candidate's re-evaluation.")
 
 
-def ga_config(random_search: bool = False) -> ga.GAConfig:
-  return ga.GAConfig(
-      population=FLAGS.population, truncation=min(FLAGS.truncation, FLAGS.population),
-      mutation_power=FLAGS.mutation_power,
-      elite_candidates=min(FLAGS.elite_candidates, FLAGS.population),
-      elite_episodes=FLAGS.elite_episodes, episodes_per_eval=FLAGS.episodes_per_eval,
-      random_search=random_search, seed=FLAGS.seed)
-
-
 def main(argv):
   ne_cli.check_argv(argv)
-  config = ga_config()
+  config = ne_cli.ga_config()
   ne_cli.main_for(lambda s: ga.GeneticAlgorithm(config, s.layout, s.table, s.evaluator))
 
 

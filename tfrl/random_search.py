@@ -21,11 +21,7 @@ flags.DEFINE_integer("elite_episodes", 5, "Episodes of each elite candidate's re
 
 def main(argv):
   ne_cli.check_argv(argv)
-  config = ga.GAConfig(
-      population=FLAGS.population, truncation=1,
-      elite_candidates=min(FLAGS.elite_candidates, FLAGS.population),
-      elite_episodes=FLAGS.elite_episodes, episodes_per_eval=FLAGS.episodes_per_eval,
-      random_search=True, seed=FLAGS.seed)
+  config = ne_cli.ga_config(random_search=True)
   ne_cli.main_for(lambda s: ga.GeneticAlgorithm(config, s.layout, s.table, s.evaluator))
 
 

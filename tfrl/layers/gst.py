@@ -112,8 +112,8 @@ def reward_aware_layers(modules) -> list:
   found = []
   for module in modules:
     for m in (module,) + tuple(module.submodules):
-      if (isinstance(m, pruned._Pruning) and m.spec.schedule == "reward_aware" and m.built
-          and m._packed is None and m not in found):
+      if (isinstance(m, pruned.Pruning) and m.spec.schedule == "reward_aware" and m.built
+          and not m.is_packed and m not in found):
         found.append(m)
   return found
 

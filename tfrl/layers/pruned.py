@@ -71,10 +71,15 @@ class PackedKernel(tf.Module):
     return int(self.bits.shape[0]) + 4 * int(tf.size(self.values))
 
 
-class _Pruning:
+class Pruning:
   """Mixin adding a mask + schedule to a layer with a `kernel` variable."""
 
   has_update_hook = True
+
+  @property
+  def is_packed(self) -> bool:
+    """Whether `pack()` froze the kernel into its packed sparse form."""
+    return self._packed is not None
 
   @property
   def needs_gradient(self) -> bool:
@@ -201,7 +206,7 @@ class _Pruning:
     del self.sparsity_target
 
 
-class PrunedDense(_Pruning, dense.Dense):
+class PrunedDense(Pruning, dense.Dense):
   """Dense layer with a magnitude-pruning mask driven by `spec.schedule`.
 
   Args:
@@ -219,7 +224,7 @@ class PrunedDense(_Pruning, dense.Dense):
     self._build_pruning()
 
 
-class PrunedConv2D(_Pruning, dense.Conv2D):
+class PrunedConv2D(Pruning, dense.Conv2D):
   """Conv2D with a pruning mask on its [kh, kw, in, out] kernel (N:M groups
   run over kh * kw * in for each output channel)."""
 

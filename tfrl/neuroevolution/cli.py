@@ -144,6 +144,22 @@ def worker_spec(capacity: int, fv: flags.FlagValues = flags.FLAGS,
   return spec, observation_spec
 
 
+def ga_config(fv: flags.FlagValues = flags.FLAGS, random_search: bool = False):
+  """The GAConfig of `tfrl.ga`'s flags, or of `tfrl.random_search`'s (which has no
+  selection: no --truncation nor --mutation_power)."""
+  from tfrl.neuroevolution import ga  # pylint: disable=import-outside-toplevel
+  kwargs = {}
+  if not random_search:
+    kwargs = dict(truncation=min(fv.truncation, fv.population),
+                  mutation_power=fv.mutation_power)
+  else:
+    kwargs = dict(truncation=1)
+  return ga.GAConfig(
+      population=fv.population, elite_candidates=min(fv.elite_candidates, fv.population),
+      elite_episodes=fv.elite_episodes, episodes_per_eval=fv.episodes_per_eval,
+      random_search=random_search, seed=fv.seed, **kwargs)
+
+
 def cache_size(fv: flags.FlagValues = flags.FLAGS) -> int:
   """Chains a parent cache keeps: the parents, the elite candidates, the elite."""
   names = ("truncation", "elite_candidates")
