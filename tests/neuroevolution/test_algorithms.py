@@ -318,19 +318,20 @@ class LocalEvaluatorTest(tf.test.TestCase):
     children = [None, parent.child(60, 0.1), genome_lib.Genome(70), None,
                 parent.child(80, 0.1)]
     local.prepare(children)
+    # Nothing is built until a call has loaded its own weights.
+    self.assertIsNone(local._prepared[1])  # pylint: disable=protected-access
+    # A call that asks for none of them (random search's elite candidates)
+    # loads its own weights, then stages the prepared ones for a later call.
+    others = [genome_lib.Genome(90), genome_lib.Genome(91)]
+    local.evaluate(others, 1, np.zeros((2, 1), np.int64))
+    for got, want in zip(self._loaded(net, 2), self._staged(net, builder.build_many(others))):
+      self.assertAllEqual(got, want)
     _, pending = local._prepared  # pylint: disable=protected-access
     staged = pending.result()
     known = [1, 2, 4]
     want = net.stage(builder.build_many([children[i] for i in known]))
     for a, b in zip(staged.kernels + staged.biases, want.kernels + want.biases):
       self.assertAllEqual(a[known], b[:3])
-    # A call that asks for none of them (random search's elite candidates)
-    # loads its own weights and leaves the staged ones for a later call.
-    others = [genome_lib.Genome(90), genome_lib.Genome(91)]
-    local.evaluate(others, 1, np.zeros((2, 1), np.int64))
-    for got, want in zip(self._loaded(net, 2), self._staged(net, builder.build_many(others))):
-      self.assertAllEqual(got, want)
-    self.assertIs(local._prepared[1], pending)  # pylint: disable=protected-access
     # The next call takes the staged rows and builds the unknown ones.
     nxt = [genome_lib.Genome(5), children[1], children[2], genome_lib.Genome(6),
            children[4]]

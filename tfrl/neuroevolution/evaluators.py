@@ -130,6 +130,15 @@ class LocalEvaluator(Evaluator):
     if len(genomes) > self.capacity:
       raise ValueError(f"{len(genomes)} genomes exceed the capacity {self.capacity}.")
 
+    # Started by the next call once its own weights are loaded, so that it
+    # never waits for this build (random search loads its elite candidates).
+    self._prepared = (genomes, None)
+
+  def _start_prepared(self) -> None:
+    if self._prepared is None or self._prepared[1] is not None:
+      return
+    genomes = self._prepared[0]
+
     def stage():
       staged = None
       with self._build_lock:
@@ -148,6 +157,7 @@ class LocalEvaluator(Evaluator):
     # anew) leaves them for that later call.
     if self._prepared is not None and any(
         k is not None and k == g for k, g in zip(self._prepared[0], genomes)):
+      self._start_prepared()
       known, pending = self._prepared
       self._prepared = None
       staged = pending.result()
@@ -174,9 +184,11 @@ class LocalEvaluator(Evaluator):
     genomes = list(genomes)
     if genomes and all(g in self._rows for g in genomes):
       rows = [self._rows[g] for g in genomes]
-      return self.pipelined.evaluate(rows, episodes, expected_steps, seeds)
-    self.load(genomes)
-    return self.pipelined.evaluate(len(genomes), episodes, expected_steps, seeds)
+    else:
+      self.load(genomes)
+      rows = len(genomes)
+    self._start_prepared()  # builds the next call's weights while these play
+    return self.pipelined.evaluate(rows, episodes, expected_steps, seeds)
 
   def stop(self) -> None:
     self.pipelined.stop()
