@@ -40,10 +40,13 @@ class RunConfig:
 
 
 def format_line(algorithm_name: str, m: Dict[str, float]) -> str:
-  return (f"[{algorithm_name}] gen {m['generation']:4d} | best {m['best']:9.2f} | "
+  line = (f"[{algorithm_name}] gen {m['generation']:4d} | best {m['best']:9.2f} | "
           f"mean {m['mean']:9.2f} | elite {m['elite']:9.2f} | "
           f"frames {m['frames']:11d} | {m['frames_per_second']:9.0f} frames/s | "
           f"{m['generation_seconds']:6.2f} s")
+  if m.get("nan_returns"):
+    line += f" | {m['nan_returns']} NaN returns (ranked last)"
+  return line
 
 
 def export_elite(algorithm, export_dir: str, observation_spec: tf.TensorSpec) -> str:
@@ -91,6 +94,7 @@ def run(algorithm, config: RunConfig, observation_spec: tf.TensorSpec,
       with writer.as_default(step=metrics["generation"]):
         for key in SCALARS:
           tf.summary.scalar(f"{algorithm.name}/{key}", metrics[key])
+        tf.summary.scalar(f"{algorithm.name}/nan_returns", metrics.get("nan_returns", 0))
       writer.flush()
       state, arrays = algorithm.state()
       checkpoint.save(config.logdir, state, arrays)
