@@ -30,6 +30,18 @@ class BadInputTest(parameterized.TestCase):
     self.assertTrue(last.startswith(f"{module}: error: "), last)
     self.assertIn(expected, last)
 
+  def test_a_full_disk_is_one_line_and_exit_code_1(self):
+    script = ("import errno\n"
+              "from tfrl import cli\n"
+              "def main(argv):\n"
+              "  raise OSError(errno.ENOSPC, 'No space left on device', '/logs/flags.txt')\n"
+              "cli.run(main, 'tfrl.x')\n")
+    out = subprocess.run([sys.executable, "-c", script], env=dict(os.environ, PYTHONPATH=_ROOT),
+                         cwd=_ROOT, capture_output=True, text=True, timeout=60)
+    self.assertEqual(out.returncode, 1, out.stderr)
+    self.assertEqual(out.stderr.strip(), "tfrl.x: error: cannot write /logs/flags.txt: No "
+                     "space left on device")
+
 
 # Short runs of each entry point; the tests below end them before they train.
 _ARGS = {
