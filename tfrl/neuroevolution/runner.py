@@ -63,11 +63,11 @@ def format_line(algorithm_name: str, m: Dict[str, float]) -> str:
 
 
 def run_identity(algorithm, observation_spec: tf.TensorSpec,
-                 extra: Mapping[str, Any] = ()) -> Dict[str, Any]:
+                 extra: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
   """What a checkpoint of this run records and a resume must match."""
   layout = getattr(algorithm, "genome_layout", algorithm.layout)  # ES: the searched one
   identity = {"algorithm": algorithm.name}
-  identity.update(extra)
+  identity.update(extra or {})
   identity.update({
       "network": layout.describe(),
       "population": algorithm.config.population,
