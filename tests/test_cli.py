@@ -82,7 +82,7 @@ class BadLogdirTest(parameterized.TestCase):
 
   @parameterized.parameters(*sorted(_ARGS))
   def test_logdir_that_is_a_file(self, module):
-    path = os.path.join(tempfile.mkdtemp(), "file")
+    path = os.path.join(self.create_tempdir().full_path, "file")
     with open(path, "w") as f:
       f.write("not a folder")
     self.assertEqual(self._run(module, path), f"--logdir={path} is a file, not a directory.")
@@ -91,7 +91,7 @@ class BadLogdirTest(parameterized.TestCase):
 
   @parameterized.parameters(*sorted(_TRUNCATED))
   def test_unreadable_checkpoint_is_kept_and_one_line(self, module):
-    logdir = os.path.join(tempfile.mkdtemp(), "run")
+    logdir = os.path.join(self.create_tempdir().full_path, "run")
     name, content, problem = _TRUNCATED[module]
     path = os.path.join(logdir, name)
     os.makedirs(os.path.dirname(path))
