@@ -1,6 +1,7 @@
 """Entry points end on bad input with one readable line and exit code 2."""
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -68,6 +69,11 @@ _TRUNCATED = {
 
 class BadLogdirTest(parameterized.TestCase):
 
+  def _tempdir(self):
+    path = tempfile.mkdtemp()
+    self.addCleanup(shutil.rmtree, path, ignore_errors=True)
+    return path
+
   def _run(self, module, logdir, *extra):
     env = dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL="3")
     out = subprocess.run([sys.executable, "-m", module, *_ARGS[module], f"--logdir={logdir}",
@@ -82,7 +88,7 @@ class BadLogdirTest(parameterized.TestCase):
 
   @parameterized.parameters(*sorted(_ARGS))
   def test_logdir_that_is_a_file(self, module):
-    path = os.path.join(self.create_tempdir().full_path, "file")
+    path = os.path.join(self._tempdir(), "file")
     with open(path, "w") as f:
       f.write("not a folder")
     self.assertEqual(self._run(module, path), f"--logdir={path} is a file, not a directory.")
@@ -91,7 +97,7 @@ class BadLogdirTest(parameterized.TestCase):
 
   @parameterized.parameters(*sorted(_TRUNCATED))
   def test_unreadable_checkpoint_is_kept_and_one_line(self, module):
-    logdir = os.path.join(self.create_tempdir().full_path, "run")
+    logdir = os.path.join(self._tempdir(), "run")
     name, content, problem = _TRUNCATED[module]
     path = os.path.join(logdir, name)
     os.makedirs(os.path.dirname(path))
