@@ -21,7 +21,8 @@
 # reward-aware rule's sparsity steps, default the preset's 0.05 / 0.1, sized
 # for 1M steps; see the README for short budgets), TABLE_ONLY (1: only print
 # the table of finished runs), CHECKPOINT_EVERY (env steps,
-# default STEPS), RESUME (1: carry on from the runs' checkpoints in OUT),
+# default STEPS), RESUME (1: carry on from the runs' checkpoints in OUT; without
+# it a run whose logdir already holds a checkpoint refuses to start),
 # NICE (niceness under PARALLEL, default 10).
 # Ctrl-C / SIGTERM stop the runs with a checkpoint; RESUME=1 continues them.
 # The return is the mean of 5 deterministic episodes after training.

@@ -1,6 +1,7 @@
 """Entry points end on bad input with one readable line and exit code 2."""
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,6 +30,87 @@ class BadInputTest(parameterized.TestCase):
     last = out.stderr.strip().splitlines()[-1]
     self.assertTrue(last.startswith(f"{module}: error: "), last)
     self.assertIn(expected, last)
+
+  def test_a_full_disk_is_one_line_and_exit_code_1(self):
+    script = ("import errno\n"
+              "from tfrl import cli\n"
+              "def main(argv):\n"
+              "  raise OSError(errno.ENOSPC, 'No space left on device', '/logs/flags.txt')\n"
+              "cli.run(main, 'tfrl.x')\n")
+    out = subprocess.run([sys.executable, "-c", script], env=dict(os.environ, PYTHONPATH=_ROOT),
+                         cwd=_ROOT, capture_output=True, text=True, timeout=60)
+    self.assertEqual(out.returncode, 1, out.stderr)
+    self.assertEqual(out.stderr.strip(), "tfrl.x: error: cannot write /logs/flags.txt: No "
+                     "space left on device")
+
+
+# Short runs of each entry point; the tests below end them before they train.
+_ARGS = {
+    "tfrl.ga": ["--env=CartPole-v1", "--population=4", "--generations=1", "--num_envs=4",
+                "--hidden=4", "--noise_table_size=10000"],
+    "tfrl.es": ["--env=CartPole-v1", "--population=4", "--generations=1", "--num_envs=4",
+                "--hidden=4", "--noise_table_size=10000"],
+    "tfrl.random_search": ["--env=CartPole-v1", "--population=4", "--generations=1",
+                           "--num_envs=4", "--hidden=4", "--noise_table_size=10000"],
+    "tfrl.ga3c": ["--env=CartPole-v1", "--agents=1", "--max_agents=1", "--max_frames=100"],
+    "tfrl.td3": ["--env=Pendulum-v1", "--total_steps=20", "--start_steps=10",
+                 "--hidden_sizes=8", "--batch_size=4", "--eval_every=0"],
+}
+
+# A checkpoint that is there but cannot be read, per kind of entry point.
+_TRUNCATED = {
+    "tfrl.ga": ("checkpoint.json", '{"algorithm": "ga", "generation": 3, "fr',
+                "not valid JSON, truncated?"),
+    "tfrl.ga3c": ("checkpoints/checkpoint", 'model_checkpoint_path: "ckpt-1',
+                  "not a checkpoint state, truncated?"),
+    "tfrl.td3": ("checkpoints/checkpoint", "", "names no checkpoint (empty or truncated)"),
+}
+
+
+class BadLogdirTest(parameterized.TestCase):
+
+  def _tempdir(self):
+    path = tempfile.mkdtemp()
+    self.addCleanup(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+  def _run(self, module, logdir, *extra):
+    env = dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL="3")
+    out = subprocess.run([sys.executable, "-m", module, *_ARGS[module], f"--logdir={logdir}",
+                          *extra], env=env, cwd=_ROOT, capture_output=True, text=True,
+                         timeout=180)
+    self.assertEqual(out.returncode, 2, out.stderr[-2000:])
+    self.assertNotIn("Traceback", out.stderr)
+    last = out.stderr.strip().splitlines()[-1]
+    self.assertTrue(last.startswith(f"{module}: error: "), last)
+    self.assertLen([l for l in out.stderr.splitlines() if ": error: " in l], 1)
+    return last[len(f"{module}: error: "):]
+
+  @parameterized.parameters(*sorted(_ARGS))
+  def test_logdir_that_is_a_file(self, module):
+    path = os.path.join(self._tempdir(), "file")
+    with open(path, "w") as f:
+      f.write("not a folder")
+    self.assertEqual(self._run(module, path), f"--logdir={path} is a file, not a directory.")
+    self.assertIn("cannot be created: Not a directory",
+                  self._run(module, os.path.join(path, "run")))
+
+  @parameterized.parameters(*sorted(_TRUNCATED))
+  def test_unreadable_checkpoint_is_kept_and_one_line(self, module):
+    logdir = os.path.join(self._tempdir(), "run")
+    name, content, problem = _TRUNCATED[module]
+    path = os.path.join(logdir, name)
+    os.makedirs(os.path.dirname(path))
+    with open(path, "w") as f:
+      f.write(content)
+    message = self._run(module, logdir, "--resume")
+    self.assertStartsWith(message, f"cannot load the checkpoint {path}: {problem}")
+    # A fresh run refuses it too, and neither run changed a file.
+    self.assertIn("of an earlier run; pass --resume to continue it, or pick another "
+                  "--logdir (nothing was overwritten).", self._run(module, logdir))
+    with open(path) as f:
+      self.assertEqual(f.read(), content)
+    self.assertEqual(sorted(os.listdir(logdir)), sorted({name.split("/")[0]}))
 
 
 if __name__ == "__main__":

@@ -124,6 +124,39 @@ class EvaluateCLITest(tf.test.TestCase, parameterized.TestCase):
     self.assertIn(message, lines[0])
 
 
+class TruncatedPolicyTest(tf.test.TestCase, parameterized.TestCase):
+  """A SavedModel cut short (a full disk, a half copy) is one line, exit 2."""
+  test_session = None
+
+  @parameterized.named_parameters(
+      ("saved_model_pb", "saved_model.pb", 100),
+      ("saved_model_pb_empty", "saved_model.pb", 0),
+      ("variables_index", "variables/variables.index", 20),
+      ("variables_data", "variables/variables.data-00000-of-00001", 10),
+  )
+  def test_truncated_file(self, name, size):
+    policy = _export_discrete(os.path.join(self.get_temp_dir(), "policy"), (4,),
+                              tf.float32, 2, networks.MLPTorso([4]))
+    path = os.path.join(policy, name)
+    with open(path, "rb") as f:
+      data = f.read()
+    with open(path, "wb") as f:
+      f.write(data[:size])
+    if not FLAGS.is_parsed():
+      FLAGS.mark_as_parsed()
+    stderr = io.StringIO()
+    with flagsaver.flagsaver(policy=policy, env="CartPole-v1", game=None, episodes=1), \
+        contextlib.redirect_stderr(stderr):
+      with self.assertRaises(SystemExit) as cm:
+        evaluate.main(["evaluate"])
+    self.assertEqual(cm.exception.code, 2)
+    lines = stderr.getvalue().strip().splitlines()
+    self.assertLen(lines, 1, stderr.getvalue())
+    self.assertStartsWith(lines[0], f"tfrl.evaluate: error: --policy={policy} cannot be "
+                                    "loaded (")
+    self.assertEndsWith(lines[0], "); is it complete?")
+
+
 class EvaluateFunctionTest(tf.test.TestCase):
   test_session = None
 

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from unittest import mock
 
 from absl.testing import parameterized
 import numpy as np
@@ -107,6 +108,44 @@ class ExportTest(tf.test.TestCase, parameterized.TestCase):
     loaded = tf.saved_model.load(export_dir)
     self.assertAllClose(loaded(obs)["value"], policy(obs)["value"])
     self.assertFalse(os.path.exists(export_dir + ".tmp"))
+    self.assertFalse(os.path.exists(export_dir + ".old"))
+
+  def test_failed_export_keeps_the_previous_policy(self):
+    net = _TinyActorCritic(obs_size=4, num_actions=2)
+    policy = export.DiscretePolicy(net)
+    spec = tf.TensorSpec([None, 4], tf.uint8)
+    export_dir = os.path.join(self.get_temp_dir(), "kept")
+    export.export_policy(policy, spec, export_dir)
+    obs = tf.constant([[1, 2, 3, 4]], tf.uint8)
+    before = policy(obs)["value"].numpy()
+    net.w.assign(net.w * 3.0)
+    save = tf.saved_model.save
+
+    def full_disk(obj, directory, signatures=None):
+      save(obj, directory, signatures=signatures)  # half a policy is on disk,
+      raise OSError(28, "No space left on device")  # then the disk fills.
+
+    with mock.patch.object(tf.saved_model, "save", full_disk):
+      with self.assertRaisesRegex(OSError, "No space left"):
+        export.export_policy(policy, spec, export_dir)
+    self.assertAllClose(tf.saved_model.load(export_dir)(obs)["value"], before)
+    self.assertEqual(sorted(os.listdir(self.get_temp_dir())), ["kept"])
+
+  def test_export_killed_between_its_renames_is_recovered(self):
+    net = _TinyActorCritic(obs_size=4, num_actions=2)
+    policy = export.DiscretePolicy(net)
+    spec = tf.TensorSpec([None, 4], tf.uint8)
+    export_dir = os.path.join(self.get_temp_dir(), "policy")
+    export.export_policy(policy, spec, export_dir)
+    os.rename(export_dir, export_dir + ".old")  # the kill: only the old copy remains
+    obs = tf.constant([[1, 2, 3, 4]], tf.uint8)
+    before = policy(obs)["value"].numpy()
+    net.w.assign(net.w * 3.0)
+    with mock.patch.object(tf.saved_model, "save", side_effect=OSError(28, "full")):
+      with self.assertRaises(OSError):
+        export.export_policy(policy, spec, export_dir)
+    # The complete old policy is back under its name, not deleted as a leftover.
+    self.assertAllClose(tf.saved_model.load(export_dir)(obs)["value"], before)
     self.assertFalse(os.path.exists(export_dir + ".old"))
 
   @parameterized.parameters(

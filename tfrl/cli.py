@@ -6,17 +6,22 @@
 Flag values that fail a config's checks (ValueError), usage errors, missing
 optional dependencies (ImportError) and missing files end the process with
 `<prog>: error: <message>` on stderr and exit code 2, instead of a traceback
-or the whole help text. A run that cannot go on (`RunFailed`, e.g. every Ray worker lost) ends
-with one line and exit code 1. Errors of any other kind keep their
-traceback: they are bugs, not bad input.
+or the whole help text. A run that cannot go on (`RunFailed`, e.g. every Ray
+worker lost, or a write that meets a full disk) ends with one line and exit
+code 1. Errors of any other kind keep their traceback: they are bugs, not bad
+input.
 """
 
+import errno
 import sys
 from typing import Callable, NoReturn
 
 from absl import app
 
 BAD_INPUT = (app.UsageError, ValueError, ImportError, FileNotFoundError)
+# A full disk or quota, a read-only file system: the machine, not a bug. A
+# write that meets one (a flags file, a summary) ends the run in one line, exit 1.
+DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 
 
 class RunFailed(RuntimeError):
@@ -38,5 +43,9 @@ def run(main: Callable, prog: str) -> None:
       fail(prog, e)
     except RunFailed as e:
       fail(prog, e, code=1)
+    except OSError as e:
+      if e.errno not in DISK_ERRNOS:
+        raise
+      fail(prog, f"cannot write {e.filename or 'a file'}: {e.strerror}", code=1)
 
   app.run(checked_main)

@@ -11,7 +11,6 @@ gymnasium env runs on `tfrl.envs.GymEnv`. Episodes are spread over
 Prints mean / std / min / max and writes a JSON report.
 """
 
-import json
 import os
 import re
 import time
@@ -20,6 +19,7 @@ from absl import flags
 from absl import logging
 import numpy as np
 
+from tfrl import atomic_files
 from tfrl import cli
 
 _POLICY = flags.DEFINE_string(
@@ -67,7 +67,15 @@ def load_policy(path: str):
     _fail("--policy is required (a SavedModel directory).")
   if not os.path.isfile(os.path.join(path, "saved_model.pb")):
     _fail(f"--policy={path} is not a SavedModel directory (no saved_model.pb).")
-  loaded = tf.saved_model.load(path)
+  try:
+    loaded = tf.saved_model.load(path)
+  except Exception as e:  # pylint: disable=broad-except
+    # Truncated or half-copied SavedModels fail in many ways (protobuf
+    # DecodeError, TF DataLoss / NotFound / InvalidArgument, ValueError):
+    # each is this bad --policy, not a bug of the evaluator.
+    from tfrl import resume  # pylint: disable=import-outside-toplevel
+    _fail(f"--policy={path} cannot be loaded ({type(e).__name__}: "
+          f"{resume.first_line(e)[:300]}); is it complete?")
   if "serving_default" not in loaded.signatures:
     _fail(f"--policy={path} has no serving_default signature.")
   serve = loaded.signatures["serving_default"]
@@ -241,8 +249,7 @@ def main(argv):
       os.path.dirname(os.path.abspath(_POLICY.value)),
       "eval_" + name.replace("/", "_") + ".json")
   os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-  with open(output, "w") as f:
-    json.dump(report, f, indent=1)
+  atomic_files.write_json(output, report, indent=1)
   if _RECORD.value:
     save_gif(frames, _RECORD.value, _RECORD_FPS.value)
   print(f"{name}: {len(scores)} episodes  mean {report['mean']:.2f}  "

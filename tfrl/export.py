@@ -108,11 +108,21 @@ def export_policy(policy_module, observation_spec: tf.TensorSpec,
   os.makedirs(parent, exist_ok=True)
   tmp_dir = export_dir + ".tmp"
   old_dir = export_dir + ".old"
+  if not os.path.exists(export_dir) and os.path.exists(old_dir):
+    # An earlier export was killed between its two renames: the complete
+    # policy is the .old one; put it back before anything else.
+    os.rename(old_dir, export_dir)
   for d in (tmp_dir, old_dir):
     if os.path.exists(d):
       shutil.rmtree(d)
-  tf.saved_model.save(exported, tmp_dir,
-                      signatures={SIGNATURE_KEY: concrete})
+  try:
+    tf.saved_model.save(exported, tmp_dir,
+                        signatures={SIGNATURE_KEY: concrete})
+  except BaseException:
+    # E.g. a full disk: no half-written policy stays behind; export_dir, if
+    # any, is the previous one, untouched.
+    shutil.rmtree(tmp_dir, ignore_errors=True)
+    raise
   if os.path.exists(export_dir):
     os.rename(export_dir, old_dir)
   os.rename(tmp_dir, export_dir)

@@ -3,14 +3,17 @@
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
 import tensorflow as tf
 
+from tfrl import resume
 from tfrl.ga3c import GA3C, GA3CConfig
 from tfrl.layers import LayerPlan, LayerSpec, layers_of
 
@@ -137,6 +140,112 @@ class LayerVariantTest(tf.test.TestCase):
     again = GA3C(dataclasses.replace(config, resume=True))
     self.assertAllClose(float(again.controller.sparsity), 0.6)
     self.assertEqual(int(again.controller.num_returns), int(system.controller.num_returns))
+
+
+class CheckpointSafetyTest(tf.test.TestCase):
+  """A fresh run never overwrites checkpoints; a resume refuses another run's and
+  reports an unreadable one in one line; nothing is changed on disk."""
+  test_session = None
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.source = tempfile.mkdtemp()
+    GA3C(_cartpole_config(cls.source, max_frames=200)).run()
+
+  @classmethod
+  def tearDownClass(cls):
+    shutil.rmtree(cls.source, ignore_errors=True)
+    super().tearDownClass()
+
+  def _copy(self, name):
+    logdir = os.path.join(self.get_temp_dir(), name)
+    shutil.copytree(self.source, logdir)
+    ckpt_dir = os.path.join(logdir, "checkpoints")
+    return logdir, ckpt_dir, tf.train.latest_checkpoint(ckpt_dir)
+
+  def _refused(self, logdir, error=ValueError, **kwargs):
+    files = {}
+    for d, _, names in os.walk(logdir):
+      for n in names:
+        with open(os.path.join(d, n), "rb") as f:
+          files[os.path.join(d, n)] = f.read()
+    with self.assertRaises(error) as cm:
+      GA3C(_cartpole_config(logdir, **kwargs))
+    message = str(cm.exception)
+    self.assertNotIn("\n", message)
+    after = {}
+    for d, _, names in os.walk(logdir):
+      for n in names:
+        with open(os.path.join(d, n), "rb") as f:
+          after[os.path.join(d, n)] = f.read()
+    self.assertEqual(sorted(after), sorted(files))
+    self.assertTrue(all(after[k] == files[k] for k in files), "a file changed")
+    return message
+
+  def test_fresh_run_refuses_checkpoints(self):
+    logdir, ckpt_dir, _ = self._copy("fresh")
+    message = self._refused(logdir)
+    self.assertEqual(message, f"{ckpt_dir} already holds checkpoints of an earlier run; "
+                     "pass --resume to continue it, or pick another --logdir (nothing "
+                     "was overwritten).")
+
+  def test_resume_refuses_each_mismatch(self):
+    logdir, ckpt_dir, _ = self._copy("mismatch")
+    message = self._refused(logdir, resume=True, hidden_sizes=(16, 16))
+    self.assertStartsWith(message, f"cannot resume {ckpt_dir} (checkpoint != this run): ")
+    self.assertIn("hidden sizes [64, 64] != [16, 16]", message)
+    self.assertRegex(message, r"parameters \d+ != \d+$")
+    message = self._refused(logdir, resume=True, env="Acrobot-v1")
+    self.assertIn("env CartPole-v1 != Acrobot-v1; observation spec [None, 4] float32 != "
+                  "[None, 6] float32; actions 2 != 3", message)
+    plan = LayerPlan(default=LayerSpec(kind="circulant", block_size=4))
+    message = self._refused(logdir, resume=True, layer_plan=plan)
+    self.assertRegex(message, r"layers policy:Dense, .*torso/dense_0:Dense.* != "
+                              r"policy:BlockCirculantDense\(b=4\), .*torso/dense_0:"
+                              r"BlockCirculantDense\(b=4\)")
+
+  def test_resume_without_checkpoint_says_so(self):
+    logdir = os.path.join(self.get_temp_dir(), "empty")
+    with self.assertLogs("absl", level="WARNING") as logs:
+      system = GA3C(_cartpole_config(logdir, resume=True))
+    self.assertIsNone(system.restored_from)
+    self.assertIn(f"--resume: no checkpoint in {logdir}; starting afresh.",
+                  "\n".join(logs.output))
+
+  def test_damaged_checkpoint_files_are_one_line(self):
+    def truncate(path, size):
+      with open(path, "rb") as f:
+        data = f.read()
+      with open(path, "wb") as f:
+        f.write(data[:size])
+
+    cases = {
+        "state_truncated": (lambda d, c: truncate(os.path.join(d, "checkpoint"), 30),
+                            "checkpoint", "not a checkpoint state, truncated?"),
+        "state_empty": (lambda d, c: truncate(os.path.join(d, "checkpoint"), 0),
+                        "checkpoint", "names no checkpoint"),
+        "state_missing": (lambda d, c: os.remove(os.path.join(d, "checkpoint")),
+                          "checkpoint", "missing, though ckpt-* files are there"),
+        "index_truncated": (lambda d, c: truncate(c + ".index", 40), None, ""),
+        "index_missing": (lambda d, c: os.remove(c + ".index"), ".index", "missing"),
+        "data_truncated": (lambda d, c: truncate(c + ".data-00000-of-00001", 64), None, ""),
+        "identity_truncated": (lambda d, c: truncate(os.path.join(d, "run.json"), 10),
+                               "run.json", "not valid JSON, truncated?"),
+    }
+    for name, (damage, file, problem) in cases.items():
+      with self.subTest(name):
+        logdir, ckpt_dir, latest = self._copy(name)
+        damage(ckpt_dir, latest)
+        message = self._refused(logdir, error=resume.CorruptCheckpoint, resume=True)
+        if file is None:
+          path = latest  # TF's own error, on the checkpoint's prefix
+        elif file.startswith("."):
+          path = latest + file
+        else:
+          path = os.path.join(ckpt_dir, file)
+        self.assertStartsWith(message, f"cannot load the checkpoint {path}: {problem}")
+        self.assertIn("(nothing was changed", message)
 
 
 class CommandLineTest(tf.test.TestCase):

@@ -497,6 +497,77 @@ class AlgorithmTest(tf.test.TestCase):
     env.close()
 
 
+class _ScriptedEvaluator(evaluators.Evaluator):
+  """Returns the scripted fitness of each evaluation call, in order."""
+
+  def __init__(self, fitness_per_call, capacity=8):
+    self._calls = list(fitness_per_call)
+    self._capacity = capacity
+    self.remembered = None
+
+  @property
+  def capacity(self):
+    return self._capacity
+
+  def evaluate(self, genomes, episodes, seeds, expected_steps=None):
+    fitness = np.asarray(self._calls.pop(0), np.float64)
+    assert len(fitness) == len(genomes)
+    returns = np.repeat(fitness[:, None], episodes, axis=1)
+    lengths = np.full(returns.shape, 10)
+    return evaluation.EvalResult(returns, lengths, int(lengths.sum()), int(lengths.sum()), 0.0)
+
+  def set_center(self, center):
+    pass
+
+  def remember(self, genomes):
+    self.remembered = list(genomes)
+
+  def stop(self):
+    pass
+
+
+class NaNReturnsTest(tf.test.TestCase):
+  """NaN returns (e.g. an env's NaN rewards) rank last, and are counted."""
+
+  test_session = None
+
+  def setUp(self):
+    super().setUp()
+    self.layout = pn.ParamLayout(pn.NetworkConfig(arch="mlp", hidden=()), (4,), 2)
+    self.table = noise_lib.NoiseTable(0, 10_000)
+
+  def test_ga_never_selects_a_nan_return(self):
+    nan = np.nan
+    evaluator = _ScriptedEvaluator([[nan, 5.0, nan, 3.0, 1.0, 2.0], [nan, 4.0]])
+    config = ga.GAConfig(population=6, truncation=2, elite_candidates=2, elite_episodes=1)
+    algo = ga.GeneticAlgorithm(config, self.layout, self.table, evaluator)
+    algo.population = algo._random_genomes(algo._rng(0), 6)
+    population = list(algo.population)
+    metrics = algo.step()
+    self.assertEqual(evaluator.remembered, [population[1], population[3]])
+    self.assertEqual(algo.elite, population[3])   # candidate 1 re-evaluated to NaN
+    self.assertEqual(algo.elite_score, 4.0)
+    self.assertEqual(metrics["nan_returns"], 2)
+    self.assertEqual(metrics["best"], 5.0)
+    self.assertAllClose(metrics["mean"], 2.75)
+    self.assertIn("| 2 NaN returns (ranked last)", runner.format_line("ga", metrics))
+
+  def test_es_update_stays_finite(self):
+    evaluator = _ScriptedEvaluator([[np.nan, 1.0, 2.0, np.nan], [3.0]])
+    config = es.ESConfig(population=4, sigma=0.1, center_episodes=1)
+    algo = es.EvolutionStrategy(config, self.layout, self.table, evaluator)
+    metrics = algo.step()
+    self.assertTrue(np.all(np.isfinite(algo.theta)))
+    self.assertTrue(np.isfinite(metrics["grad_norm"]))
+    self.assertEqual(metrics["nan_returns"], 2)
+    self.assertEqual(metrics["mean"], 1.5)
+    unshaped = es.EvolutionStrategy(
+        es.ESConfig(population=4, sigma=0.1, center_episodes=1, fitness_shaping=False),
+        self.layout, self.table, _ScriptedEvaluator([[np.nan, 1.0, 2.0, np.nan], [3.0]]))
+    unshaped.step()
+    self.assertTrue(np.all(np.isfinite(unshaped.theta)))
+
+
 # The metrics of a run (the others measure time).
 _RUN_METRICS = ("generation", "best", "mean", "elite", "frames", "generation_frames")
 

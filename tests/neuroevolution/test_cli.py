@@ -4,10 +4,14 @@ played by `python -m tfrl.evaluate` and loaded by stock TensorFlow."""
 import glob
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import tensorflow as tf
+
+from tfrl.neuroevolution import checkpoint
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _COMMON = ["--env=CartPole-v1", "--num_envs=8", "--hidden=8", "--noise_table_size=100000",
@@ -66,7 +70,7 @@ class CliTest(tf.test.TestCase):
     out = _run(["-m", "tfrl.es", *_COMMON, "--population=8", "--generations=1",
                 "--center_episodes=1", f"--logdir={logdir}", "--noexport"])
     self.assertIn("[es] gen    1", out)
-    self.assertTrue(os.path.exists(os.path.join(logdir, "checkpoint_arrays.npz")))
+    self.assertTrue(os.path.exists(checkpoint.arrays_path(logdir)))
     logdir = os.path.join(self.get_temp_dir(), "rs")
     out = _run(["-m", "tfrl.random_search", *_COMMON, "--population=8", "--generations=1",
                 "--elite_candidates=2", "--elite_episodes=1", f"--logdir={logdir}",
@@ -132,6 +136,105 @@ class CliTest(tf.test.TestCase):
                          env=env, cwd=_ROOT, capture_output=True, text=True, timeout=120)
     self.assertNotEqual(out.returncode, 0)
     self.assertIn("even", out.stderr + out.stdout)
+
+
+_RS = ["-m", "tfrl.random_search", *_COMMON, "--population=8", "--elite_candidates=2",
+       "--elite_episodes=1", "--noexport"]
+
+
+def _run_status(args, timeout=180):
+  env = dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL="3")
+  return subprocess.run([sys.executable] + args, env=env, cwd=_ROOT, capture_output=True,
+                        text=True, timeout=timeout)
+
+
+def _error_line(test, out, prog):
+  test.assertEqual(out.returncode, 2, out.stderr[-3000:])
+  test.assertNotIn("Traceback", out.stderr)
+  last = out.stderr.strip().splitlines()[-1]
+  test.assertStartsWith(last, f"{prog}: error: ")
+  test.assertLen([l for l in out.stderr.splitlines() if ": error: " in l], 1)
+  return last
+
+
+class RandomSearchTest(tf.test.TestCase):
+
+  test_session = None
+
+  def test_resume_continues_as_the_uninterrupted_run(self):
+    whole = os.path.join(self.get_temp_dir(), "whole")
+    _run([*_RS, "--generations=2", f"--logdir={whole}"])
+    parts = os.path.join(self.get_temp_dir(), "parts")
+    out = _run([*_RS, "--generations=1", "--resume", f"--logdir={parts}"])
+    self.assertIn(f"[random_search] --resume: no checkpoint in {parts}; starting afresh.", out)
+    out = _run([*_RS, "--generations=2", "--resume", f"--logdir={parts}"])
+    self.assertIn("resumed from", out)
+    self.assertIn("[random_search] gen    2", out)
+    # Episodes are seeded by (seed, generation, ...): the same population, elite, frames.
+    self.assertEqual(checkpoint.load(parts)[0], checkpoint.load(whole)[0])
+
+  def test_sigterm_keeps_the_checkpoint_and_exits_0(self):
+    logdir = os.path.join(self.get_temp_dir(), "rs")
+    env = dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL="3")
+    proc = subprocess.Popen(
+        [sys.executable, "-u", "-m", "tfrl.random_search",
+         "--flagfile=flags/random_search_cartpole.flags", "--generations=100000",
+         "--target_score=100000", f"--logdir={logdir}"],
+        cwd=_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+      deadline = time.time() + 300
+      for line in proc.stdout:
+        if "[random_search] gen    2" in line or time.time() > deadline:
+          break
+      proc.send_signal(signal.SIGTERM)
+      out, _ = proc.communicate(timeout=120)
+    finally:
+      if proc.poll() is None:
+        proc.kill()
+        proc.wait(30)
+    self.assertEqual(proc.returncode, 0, out[-3000:])
+    self.assertIn("stopped by a signal", out)
+    self.assertNotIn("Traceback", out)
+    state, _ = checkpoint.load(logdir)
+    self.assertGreaterEqual(state["generation"], 2)
+    self.assertIn(f"holds generation {state['generation']}", out)
+    self.assertTrue(os.path.exists(os.path.join(logdir, "elite", "saved_model.pb")))
+
+  def test_bad_input_is_one_line(self):
+    logdir = os.path.join(self.get_temp_dir(), "bad")
+    for args, message in (
+        (["--population=1"], "population must be >= 2"),
+        (["--elite_candidates=0"], "elite_candidates must be in [1, population]"),
+        (["--refresh_steps=0"], "--refresh_steps must be >= 1"),
+        (["extra_argument"], "Unexpected arguments"),
+    ):
+      out = _run_status([*_RS, "--generations=1", f"--logdir={logdir}", *args])
+      self.assertIn(message, _error_line(self, out, "tfrl.random_search"))
+
+  def test_refuses_to_resume_another_runs_checkpoint(self):
+    logdir = os.path.join(self.get_temp_dir(), "ga")
+    _run(["-m", "tfrl.ga", *_COMMON, "--population=8", "--generations=1", "--truncation=2",
+          "--elite_candidates=2", "--elite_episodes=1", "--noexport", f"--logdir={logdir}"])
+    with open(os.path.join(logdir, "flags.txt")) as f:
+      flags_before = f.read()
+    out = _run_status(["-m", "tfrl.random_search", "--env=Acrobot-v1", "--num_envs=8",
+                       "--hidden=16", "--noise_table_size=100000", "--population=16",
+                       "--generations=2", "--resume", f"--logdir={logdir}"])
+    line = _error_line(self, out, "tfrl.random_search")
+    self.assertEqual(
+        line, f"tfrl.random_search: error: cannot resume {logdir} (checkpoint != this run): "
+        "algorithm ga != random_search; env CartPole-v1 != Acrobot-v1; network mlp D=58 "
+        "(full 58) [torso/dense_0:dense,policy:dense] != mlp D=163 (full 163) "
+        "[torso/dense_0:dense,policy:dense]; population 8 != 16; observation spec "
+        "[None, 4] float32 != [None, 6] float32")
+    with open(os.path.join(logdir, "flags.txt")) as f:
+      self.assertEqual(f.read(), flags_before)  # the refused run's flags are not kept
+    # A fresh run does not write over the checkpoint either.
+    out = _run_status(["-m", "tfrl.ga", *_COMMON, "--population=8", "--generations=1",
+                       f"--logdir={logdir}"])
+    self.assertIn("already holds a checkpoint (checkpoint.json) of an earlier run; pass "
+                  "--resume", _error_line(self, out, "tfrl.ga"))
+    self.assertEqual(checkpoint.load(logdir)[0]["generation"], 1)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,16 @@ class ESMathTest(tf.test.TestCase):
     r = es.centered_ranks(np.random.default_rng(0).standard_normal(101))
     self.assertAllClose([r.min(), r.max(), r.mean()], [-0.5, 0.5, 0.0], atol=1e-12)
 
+  def test_nan_returns_rank_last(self):
+    # NaN would sort after every number (argsort), i.e. rank first: it ranks last.
+    self.assertAllClose(es.centered_ranks([10.0, np.nan, 7.0, -3.0, np.nan]),
+                        [0.5, -0.5, 0.25, 0.0, -0.25])
+    self.assertAllClose(es.centered_ranks([np.nan, np.nan]), [-0.5, 0.5])
+    # Unshaped fitness: the generation's lowest return, no NaN gradient.
+    self.assertAllClose(es.worst_for_nan([3.0, np.nan, -2.0]), [3.0, -2.0, -2.0])
+    self.assertAllClose(es.worst_for_nan([np.nan, np.nan]), [0.0, 0.0])
+    self.assertAllClose(es.worst_for_nan([1.0, 2.0]), [1.0, 2.0])
+
   def test_gradient_estimate_on_quadratic(self):
     rng = np.random.default_rng(0)
     theta = np.zeros(self.dim, np.float32)

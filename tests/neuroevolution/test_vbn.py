@@ -300,7 +300,7 @@ class VBNFlagTest(tf.test.TestCase):
     out = self._run("--virtual_batch_norm", "--vbn_reference_size=16", f"--logdir={logdir}")
     self.assertEqual(out.returncode, 0, out.stderr)
     self.assertIn("[es] gen    1", out.stdout)
-    with np.load(os.path.join(logdir, "checkpoint_arrays.npz")) as arrays:
+    with np.load(checkpoint.arrays_path(logdir)) as arrays:
       self.assertEqual(arrays["vbn_reference"].shape, (16, 4))
     self.assertTrue(os.path.exists(os.path.join(logdir, "elite", "saved_model.pb")))
     mismatch = self._run("--resume", "--generations=2", f"--logdir={logdir}")

@@ -2,12 +2,15 @@
 
 import json
 import os
+import shutil
+import tempfile
 
 from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
 from tfrl import layers as tl
+from tfrl import resume
 from tfrl.td3 import TD3Config
 from tfrl.td3 import TD3Learner
 from tfrl.td3 import train
@@ -89,6 +92,125 @@ class TD3Test(tf.test.TestCase, parameterized.TestCase):
       TD3Config(tau=0.0)
     with self.assertRaisesRegex(ValueError, "Box"):
       train(TD3Config(env="CartPole-v1", total_steps=1), logdir=self.get_temp_dir() + "/cp")
+
+
+_TINY = dict(env="Pendulum-v1", total_steps=60, start_steps=20, update_every=20,
+             checkpoint_every=60, hidden_sizes=(8, 8), batch_size=4, eval_every=0,
+             eval_episodes=1, log_every=60)
+
+
+class CheckpointSafetyTest(tf.test.TestCase):
+  """Fresh runs never overwrite checkpoints; resumes refuse other runs', missing
+  replay buffers and unreadable files, in one line, changing nothing."""
+
+  test_session = None
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.source = tempfile.mkdtemp()
+    train(TD3Config(**_TINY), logdir=cls.source, export=False)
+
+  @classmethod
+  def tearDownClass(cls):
+    shutil.rmtree(cls.source, ignore_errors=True)
+    super().tearDownClass()
+
+  def _copy(self, name):
+    logdir = os.path.join(self.get_temp_dir(), name)
+    shutil.copytree(self.source, logdir)
+    return logdir, os.path.join(logdir, "checkpoints")
+
+  def _snapshot(self, logdir):
+    out = {}
+    for d, _, names in os.walk(logdir):
+      for n in names:
+        with open(os.path.join(d, n), "rb") as f:
+          out[os.path.join(d, n)] = f.read()
+    return out
+
+  def _refused(self, logdir, error=ValueError, resume=True, **changes):
+    before = self._snapshot(logdir)
+    with self.assertRaises(error) as cm:
+      train(TD3Config(**dict(_TINY, total_steps=80, **changes)), logdir=logdir,
+            resume=resume, export=False)
+    self.assertEqual(self._snapshot(logdir), before)
+    self.assertNotIn("\n", str(cm.exception))
+    return str(cm.exception)
+
+  def test_each_checkpoint_keeps_its_own_replay_buffer(self):
+    logdir, ckpt_dir = self._copy("replay")
+    self.assertEqual(sorted(f for f in os.listdir(ckpt_dir) if "replay" in f),
+                     ["replay-60.npz"])
+    summary = train(TD3Config(**dict(_TINY, total_steps=120)), logdir=logdir, resume=True,
+                    export=False)
+    self.assertEqual(summary["env_steps"], 120)
+    self.assertEqual(sorted(f for f in os.listdir(ckpt_dir) if "replay" in f),
+                     ["replay-120.npz"])
+
+  def test_fresh_run_refuses_and_mismatches_are_named(self):
+    logdir, ckpt_dir = self._copy("mismatch")
+    self.assertIn(f"{ckpt_dir} already holds checkpoints of an earlier run; pass --resume",
+                  self._refused(logdir, resume=False))
+    message = self._refused(logdir, hidden_sizes=(16, 16))
+    self.assertStartsWith(message, f"cannot resume {ckpt_dir} (checkpoint != this run): "
+                                   "hidden sizes [8, 8] != [16, 16]; ")
+    self.assertRegex(message, r"parameters \d+ != \d+$")
+    message = self._refused(logdir, env="MountainCarContinuous-v0")
+    self.assertIn("env Pendulum-v1 != MountainCarContinuous-v0; observation spec "
+                  "[None, 3] float32 != [None, 2] float32", message)
+    plan = tl.LayerSpec(kind="circulant", block_size=4)
+    before = self._snapshot(logdir)
+    with self.assertRaisesRegex(ValueError, r"layers actor/dense_0:Dense.* != "
+                                            r"actor/dense_0:BlockCirculantDense\(b=4\)"):
+      train(TD3Config(**_TINY), plan, logdir=logdir, resume=True, export=False)
+    self.assertEqual(self._snapshot(logdir), before)
+
+  def test_missing_replay_buffer_is_refused_unless_allowed(self):
+    logdir, ckpt_dir = self._copy("no_replay")
+    os.remove(os.path.join(ckpt_dir, "replay-60.npz"))
+    message = self._refused(logdir)
+    self.assertEqual(message, f"cannot resume from {ckpt_dir}/ckpt-60: its replay buffer "
+                     f"{ckpt_dir}/replay-60.npz is missing; pass --resume_without_replay "
+                     "to resume with an empty buffer.")
+    summary = train(TD3Config(**dict(_TINY, total_steps=80)), logdir=logdir, resume=True,
+                    export=False, resume_without_replay=True)
+    self.assertEqual(summary["env_steps"], 80)
+
+  def test_damaged_files_are_one_line(self):
+    def truncate(path, size):
+      with open(path, "rb") as f:
+        data = f.read()
+      with open(path, "wb") as f:
+        f.write(data[:size])
+
+    cases = {
+        "replay_truncated": ("replay-60.npz", 200, "unreadable replay buffer, truncated?"),
+        "replay_garbage": ("replay-60.npz", None, "unreadable replay buffer, truncated?"),
+        "state_truncated": ("checkpoint", 25, "not a checkpoint state, truncated?"),
+        "index_truncated": ("ckpt-60.index", 30, ""),
+        "data_truncated": ("ckpt-60.data-00000-of-00001", 30, ""),
+    }
+    for name, (file, size, problem) in cases.items():
+      with self.subTest(name):
+        logdir, ckpt_dir = self._copy(name)
+        path = os.path.join(ckpt_dir, file)
+        if size is None:
+          with open(path, "wb") as f:
+            f.write(b"PK\x03\x04" + b"\0" * 300)
+        else:
+          truncate(path, size)
+        message = self._refused(logdir, error=resume.CorruptCheckpoint)
+        named = path if "ckpt-60." not in file else os.path.join(ckpt_dir, "ckpt-60")
+        self.assertStartsWith(message, f"cannot load the checkpoint {named}: {problem}")
+
+  def test_resume_without_checkpoint_says_so(self):
+    logdir = os.path.join(self.get_temp_dir(), "empty")
+    with self.assertLogs("absl", level="WARNING") as logs:
+      summary = train(TD3Config(**_TINY), logdir=logdir, resume=True, export=False)
+    self.assertEqual(summary["env_steps"], 60)
+    self.assertIn(f"--resume: no checkpoint in {logdir}; starting afresh.",
+                  "\n".join(logs.output))
 
 
 if __name__ == "__main__":

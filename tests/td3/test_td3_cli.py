@@ -73,6 +73,26 @@ class TD3CliTest(tf.test.TestCase):
     self.assertTrue(summary["completed"])
     self.assertEqual(summary["env_steps"], stopped_at + 100)
 
+  def test_resume_without_its_replay_buffer_needs_the_flag(self):
+    logdir = os.path.join(self.get_temp_dir(), "no_replay")
+    args = ["--env=Pendulum-v1", "--start_steps=20", "--hidden_sizes=8", "--batch_size=4",
+            "--eval_episodes=1", "--eval_every=0", "--update_every=20", "--log_every=60",
+            "--checkpoint_every=60", f"--logdir={logdir}", "--export=false"]
+    self.assertEqual(_run(["--total_steps=60"] + args).returncode, 0)
+    replay = os.path.join(logdir, "checkpoints", "replay-60.npz")
+    os.remove(replay)
+    refused = _run(["--total_steps=80", "--resume"] + args)
+    self.assertEqual(refused.returncode, 2, refused.stderr[-3000:])
+    self.assertNotIn("Traceback", refused.stderr)
+    self.assertEqual(refused.stderr.strip().splitlines()[-1],
+                     f"tfrl.td3: error: cannot resume from {logdir}/checkpoints/ckpt-60: its "
+                     f"replay buffer {replay} is missing; pass --resume_without_replay to "
+                     "resume with an empty buffer.")
+    resumed = _run(["--total_steps=80", "--resume", "--resume_without_replay"] + args)
+    self.assertEqual(resumed.returncode, 0, resumed.stderr[-3000:])
+    self.assertIn("with an empty replay buffer (--resume_without_replay)", resumed.stderr)
+    self.assertEqual(json.loads(resumed.stdout.strip().splitlines()[-1])["env_steps"], 80)
+
 
 if __name__ == "__main__":
   tf.test.main()

@@ -7,14 +7,15 @@ The flags of a run are written to `<logdir>/flags.txt`; replay a run with
 checkpoint and SavedModel (`<logdir>/saved_model`).
 """
 
-import json
 import os
 
 from absl import app
 from absl import flags
-
-from tfrl import cli
 from absl import logging
+
+from tfrl import atomic_files
+from tfrl import cli
+from tfrl import logdir_lock
 
 from tfrl.layers import flags as layer_flags
 
@@ -175,19 +176,18 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
   config = config_from_flags()
-  os.makedirs(config.logdir, exist_ok=True)
-  with open(os.path.join(config.logdir, "flags.txt"), "w") as f:
-    f.write(flags.FLAGS.flags_into_string())
-  from tfrl.ga3c.system import GA3C
-  try:
-    system = GA3C(config)
-  except (ValueError, ImportError) as e:
-    raise app.UsageError(str(e))
-  summary = system.run()
-  with open(os.path.join(config.logdir, "summary.json"), "w") as f:
-    json.dump(summary, f, indent=1)
-  logging.info("Summary written to %s", os.path.join(config.logdir,
-                                                     "summary.json"))
+  with logdir_lock.hold(config.logdir):
+    from tfrl.ga3c.system import GA3C
+    try:
+      system = GA3C(config)  # refuses a fresh run over checkpoints, bad ones
+    except (ValueError, ImportError) as e:
+      raise app.UsageError(str(e))
+    atomic_files.write_text(os.path.join(config.logdir, "flags.txt"),
+                            flags.FLAGS.flags_into_string())
+    summary = system.run()
+    path = os.path.join(config.logdir, "summary.json")
+    atomic_files.write_json(path, summary, indent=1)
+    logging.info("Summary written to %s", path)
 
 
 if __name__ == "__main__":

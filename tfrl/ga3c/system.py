@@ -18,8 +18,11 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from tfrl import cli
 from tfrl import export
+from tfrl import resume
 from tfrl import stopping
+from tfrl import tf_checkpoints
 from tfrl.ga3c.adjuster import Bounds, DynamicAdjuster
 from tfrl.ga3c.agents import AgentPool
 from tfrl.ga3c.config import GA3CConfig
@@ -142,15 +145,16 @@ class GA3C:
       self._reward_aware_spec = reward_aware[0].spec
       checkpointed["controller"] = self.controller
     self.checkpoint = tf.train.Checkpoint(**checkpointed)
-    self.checkpoint_manager = tf.train.CheckpointManager(
-        self.checkpoint, os.path.join(cfg.logdir, "checkpoints"), max_to_keep=3)
-    self.restored_from = None
-    if cfg.resume and not self.checkpoint_manager.latest_checkpoint:
-      logging.warning("--resume: no checkpoint under %s; starting afresh.",
-                      cfg.logdir)
-    if cfg.resume and self.checkpoint_manager.latest_checkpoint:
-      self.restored_from = self.checkpoint_manager.latest_checkpoint
-      self.checkpoint.restore(self.restored_from).assert_existing_objects_matched()
+    # Refuses a fresh run over checkpoints, a resume of another run's and
+    # unreadable ones, each in one line (see tfrl.tf_checkpoints).
+    self.checkpoints = tf_checkpoints.RunCheckpoints(
+        self.checkpoint, os.path.join(cfg.logdir, "checkpoints"), self.identity(),
+        max_to_keep=3, resume_run=cfg.resume)
+    self.checkpoint_manager = self.checkpoints.manager
+    self.restored_from = self.checkpoints.restore_latest()
+    if cfg.resume and self.restored_from is None:
+      logging.warning(resume.nothing_to_resume(cfg.logdir))
+    if self.restored_from:
       logging.info("Resumed from %s at frame %d, episode %d.",
                    self.restored_from, self.frames, int(self.counters["episodes"]))
 
@@ -265,10 +269,27 @@ class GA3C:
 
   # -- Checkpoints, export, profiling ----------------------------------------
 
+  def identity(self) -> Dict:
+    """What a checkpoint of this run records and a resume must match."""
+    cfg = self.config
+    identity = {"algorithm": "ga3c", "game": cfg.game, "env": cfg.env,
+                "observation_spec": f"{[None, *self.observation_shape]} "
+                                    f"{tf.as_dtype(self.observation_dtype).name}",
+                "actions": int(self.num_actions)}
+    if len(self.observation_shape) == 1:  # the MLP torso (Atari's conv net ignores it)
+      identity["hidden_sizes"] = list(cfg.hidden_sizes)
+    identity.update(tf_checkpoints.network_identity([self.network]))
+    return identity
+
   def save(self) -> str:
-    path = self.checkpoint_manager.save(
-        checkpoint_number=int(self.counters["train_steps"].numpy()))
-    self.export()
+    """Checkpoint, then SavedModel; cli.RunFailed if either cannot be written."""
+    path = self.checkpoints.save(int(self.counters["train_steps"].numpy()))
+    try:
+      self.export()
+    except (OSError, tf.errors.OpError) as e:
+      raise cli.RunFailed(f"cannot export the policy to "
+                          f"{os.path.join(self.config.logdir, 'saved_model')}: "
+                          f"{resume.first_line(e)}; checkpoint {path} is written") from e
     return path
 
   def export(self) -> str:

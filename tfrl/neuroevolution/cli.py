@@ -13,7 +13,9 @@ from absl import app
 from absl import flags
 import tensorflow as tf
 
+from tfrl import atomic_files
 from tfrl import flagconfig
+from tfrl import logdir_lock
 from tfrl.layers import flags as layer_flags
 from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import noise as noise_lib
@@ -188,17 +190,18 @@ def build(capacity: int, fv: flags.FlagValues = flags.FLAGS,
 
 
 def run_config(fv: flags.FlagValues = flags.FLAGS) -> runner.RunConfig:
+  # The env a checkpoint was trained on is part of what a resume must match.
+  identity = {"game": None if fv.env else fv.game, "env": fv.env or None}
   return runner.RunConfig(
       logdir=fv.logdir, generations=fv.generations, max_frames=fv.max_frames,
       resume=fv.resume, export=fv.export, export_every=fv.export_every,
-      target_score=fv.target_score)
+      target_score=fv.target_score, identity=identity)
 
 
 def write_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   """Writes the flags into the logdir so that the run replays with --flagfile."""
   os.makedirs(fv.logdir, exist_ok=True)
-  with open(os.path.join(fv.logdir, "flags.txt"), "w") as f:
-    f.write(fv.flags_into_string())
+  atomic_files.write_text(os.path.join(fv.logdir, "flags.txt"), fv.flags_into_string())
 
 
 def check_argv(argv) -> None:
@@ -207,15 +210,22 @@ def check_argv(argv) -> None:
 
 
 def main_for(make_algorithm, fv: flags.FlagValues = flags.FLAGS) -> None:
-  """Shared body of the entry points' main: build, run, export."""
+  """Shared body of the entry points' main: lock the logdir, build, run, export."""
   log = lambda line: print(line, flush=True)
-  setup = build(fv.population, fv, log=log)
-  try:
-    write_flags(fv)
-    algorithm = make_algorithm(setup)
-    print(f"[{algorithm.name}] {setup.layout.describe()} | population {fv.population} | "
-          f"{setup.evaluator.describe()} | "
-          f"{'incremental' if setup.spec.incremental else 'full'} inference", flush=True)
-    runner.run(algorithm, run_config(fv), setup.observation_spec, print_fn=log)
-  finally:
-    setup.evaluator.close()
+  config = run_config(fv)
+  with logdir_lock.hold(fv.logdir):
+    # Before the evaluator (Ray workers) starts: a fresh run over a
+    # checkpoint, or an unreadable checkpoint, ends here in one line.
+    runner.open_checkpoint(config)
+    setup = build(fv.population, fv, log=log)
+    try:
+      algorithm = make_algorithm(setup)
+      print(f"[{algorithm.name}] {setup.layout.describe()} | population {fv.population} | "
+            f"{setup.evaluator.describe()} | "
+            f"{'incremental' if setup.spec.incremental else 'full'} inference", flush=True)
+      # The flags file is written once the checkpoint is accepted (a refused
+      # resume leaves the flags of the run it belongs to).
+      runner.run(algorithm, config, setup.observation_spec, print_fn=log,
+                 on_start=lambda: write_flags(fv))
+    finally:
+      setup.evaluator.close()

@@ -27,6 +27,7 @@ from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import genome as genome_lib
 from tfrl.neuroevolution import vbn as vbn_lib
 from tfrl.neuroevolution.metrics import generation_metrics
+from tfrl.neuroevolution.metrics import rankable
 
 # The evaluation calls of a generation, for `evaluators.episode_seeds`.
 PERTURBATION_PHASE, CENTER_PHASE = 0, 1
@@ -34,13 +35,23 @@ _CENTER = genome_lib.Genome(genome_lib.CENTER)
 
 
 def centered_ranks(x: np.ndarray) -> np.ndarray:
-  """Ranks of x scaled to [-0.5, 0.5] (ties broken by position)."""
-  x = np.asarray(x).ravel()
+  """Ranks of x scaled to [-0.5, 0.5] (ties broken by position; NaN ranks last)."""
+  x = rankable(np.asarray(x).ravel())
   ranks = np.empty(len(x), np.float64)
   ranks[np.argsort(x, kind="stable")] = np.arange(len(x))
   if len(x) > 1:
     ranks /= len(x) - 1
   return ranks - 0.5
+
+
+def worst_for_nan(fitness: np.ndarray) -> np.ndarray:
+  """Raw returns with NaN replaced by the generation's lowest return (0 if all
+  are NaN), so that unshaped fitness ranks them last without a NaN gradient."""
+  fitness = np.asarray(fitness, np.float64)
+  nan = np.isnan(fitness)
+  if not nan.any():
+    return fitness
+  return np.where(nan, fitness[~nan].min() if (~nan).any() else 0.0, fitness)
 
 
 def estimate_gradient(noise: np.ndarray, f_plus: np.ndarray, f_minus: np.ndarray,
@@ -165,7 +176,7 @@ class EvolutionStrategy:
         genomes, cfg.episodes_per_eval,
         self._seeds(PERTURBATION_PHASE, cfg.population, cfg.episodes_per_eval))
     fitness = res.fitness
-    shaped = centered_ranks(fitness) if cfg.fitness_shaping else fitness
+    shaped = centered_ranks(fitness) if cfg.fitness_shaping else worst_for_nan(fitness)
     grad = estimate_gradient(noise, shaped[0::2], shaped[1::2], cfg.sigma)
     self.theta = self.adam.ascent(self.theta, grad - cfg.l2 * self.theta)
 

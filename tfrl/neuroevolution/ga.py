@@ -29,6 +29,7 @@ import numpy as np
 from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import genome as genome_lib
 from tfrl.neuroevolution.metrics import generation_metrics
+from tfrl.neuroevolution.metrics import rankable
 
 # The evaluation calls of a generation, for `evaluators.episode_seeds`.
 POPULATION_PHASE, ELITE_PHASE = 0, 1
@@ -108,7 +109,8 @@ class GeneticAlgorithm:
         expected_steps=self._expected_steps)
     fitness = res.fitness
     frames = res.frames
-    order = np.argsort(-fitness, kind="stable")
+    # NaN returns rank last (never a parent); generation_metrics counts them.
+    order = np.argsort(-rankable(fitness), kind="stable")
 
     top = min(cfg.elite_candidates,
               self.evaluator.capacity - (0 if self.elite is None else 1))
@@ -134,7 +136,7 @@ class GeneticAlgorithm:
         self._seeds(ELITE_PHASE, len(candidates), cfg.elite_episodes))
     frames += elite_res.frames
     scores = elite_res.fitness
-    best = int(np.argmax(scores))
+    best = int(np.argmax(rankable(scores)))
     self.elite, self.elite_score = candidates[best], float(scores[best])
 
     if cfg.random_search:

@@ -10,14 +10,24 @@ Ctrl-C / SIGTERM abandon the generation under way (its evaluation stops
 within one graph call of the evaluator, at most its `steps_per_call` env
 steps); the checkpoint of the last finished generation stays, the elite is
 exported, and `run` returns normally.
+
+The checkpoint already in `logdir` (see `open_checkpoint`): a fresh run
+refuses to write over it; `resume=True` restores it after checking that it
+is a checkpoint of the same run (`run_identity`: algorithm, env, network,
+population, noise table, observation spec), or says that there is none and
+starts afresh. A checkpoint that cannot be written (a full disk) ends the run
+with `cli.RunFailed`, the previous one intact.
 """
 
 import dataclasses
 import os
-from typing import Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+import numpy as np
 import tensorflow as tf
 
+from tfrl import cli
+from tfrl import resume
 from tfrl import stopping
 from tfrl.neuroevolution import checkpoint
 from tfrl.neuroevolution import evaluation
@@ -37,13 +47,56 @@ class RunConfig:
   export: bool = True           # elite SavedModel under <logdir>/elite
   export_every: int = 0         # also export every N generations (0: at the end)
   target_score: Optional[float] = None  # stop once the elite reaches it
+  # What else a checkpoint of this run records and a resume must match, on
+  # top of `run_identity` (the entry points add the game or env).
+  identity: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def format_line(algorithm_name: str, m: Dict[str, float]) -> str:
-  return (f"[{algorithm_name}] gen {m['generation']:4d} | best {m['best']:9.2f} | "
+  line = (f"[{algorithm_name}] gen {m['generation']:4d} | best {m['best']:9.2f} | "
           f"mean {m['mean']:9.2f} | elite {m['elite']:9.2f} | "
           f"frames {m['frames']:11d} | {m['frames_per_second']:9.0f} frames/s | "
           f"{m['generation_seconds']:6.2f} s")
+  if m.get("nan_returns"):
+    line += f" | {m['nan_returns']} NaN returns (ranked last)"
+  return line
+
+
+def run_identity(algorithm, observation_spec: tf.TensorSpec,
+                 extra: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+  """What a checkpoint of this run records and a resume must match."""
+  layout = getattr(algorithm, "genome_layout", algorithm.layout)  # ES: the searched one
+  identity = {"algorithm": algorithm.name}
+  identity.update(extra or {})
+  identity.update({
+      "network": layout.describe(),
+      "population": algorithm.config.population,
+      "noise_table_seed": algorithm.table.seed,
+      "noise_table_size": algorithm.table.size,
+      "observation_spec": f"{list(observation_spec.shape)} {observation_spec.dtype.name}",
+  })
+  return resume.as_json(identity)
+
+
+def open_checkpoint(config: RunConfig) -> Optional[Tuple[dict, Dict[str, np.ndarray]]]:
+  """The checkpoint a run of `config` starts from; None: it starts afresh.
+
+  Raises ValueError for a fresh run into a logdir that holds a checkpoint,
+  and `resume.CorruptCheckpoint` for one that cannot be read.
+  """
+  if not checkpoint.exists(config.logdir):
+    return None
+  if not config.resume:
+    resume.refuse_fresh_run(config.logdir, f"a checkpoint ({checkpoint.STATE_FILE})")
+  return checkpoint.load(config.logdir)
+
+
+def _restore(algorithm, state: dict, arrays, logdir: str) -> None:
+  try:
+    algorithm.restore(state, arrays)
+  except (KeyError, TypeError, IndexError, AttributeError) as e:
+    raise resume.CorruptCheckpoint(os.path.join(logdir, checkpoint.STATE_FILE),
+                                   f"a malformed or missing entry ({e!r})") from e
 
 
 def export_elite(algorithm, export_dir: str, observation_spec: tf.TensorSpec) -> str:
@@ -54,18 +107,54 @@ def export_elite(algorithm, export_dir: str, observation_spec: tf.TensorSpec) ->
 
 
 def _saved_generation(logdir: str) -> int:
-  return checkpoint.load(logdir)[0]["generation"] if checkpoint.exists(logdir) else 0
+  try:
+    return checkpoint.load(logdir)[0]["generation"] if checkpoint.exists(logdir) else 0
+  except ValueError:
+    return 0
+
+
+def _save(algorithm, logdir: str, identity: Dict[str, Any]) -> None:
+  state, arrays = algorithm.state()
+  state = dict(state, run=identity)
+  try:
+    checkpoint.save(logdir, state, arrays)
+  except OSError as e:
+    raise cli.RunFailed(
+        f"cannot write the checkpoint of generation {algorithm.generation} in {logdir}: "
+        f"{e.strerror or e}; the checkpoint there still holds generation "
+        f"{_saved_generation(logdir)} (resume with --resume)") from e
+
+
+def _export(algorithm, export_dir: str, observation_spec: tf.TensorSpec, writer) -> None:
+  try:
+    export_elite(algorithm, export_dir, observation_spec)
+  except (OSError, tf.errors.OpError) as e:
+    writer.close()
+    raise cli.RunFailed(f"cannot export the elite to {export_dir}: {resume.first_line(e)}; "
+                        f"the checkpoint holds generation {algorithm.generation}") from e
 
 
 def run(algorithm, config: RunConfig, observation_spec: tf.TensorSpec,
-        print_fn: Callable[[str], None] = print) -> List[Dict[str, float]]:
-  """Runs generations; returns the list of per-generation metrics."""
+        print_fn: Callable[[str], None] = print,
+        on_start: Optional[Callable[[], None]] = None) -> List[Dict[str, float]]:
+  """Runs generations; returns the list of per-generation metrics.
+
+  `on_start` is called once the checkpoint is restored (or there is none),
+  before the first generation: what it writes survives only accepted runs.
+  """
   os.makedirs(config.logdir, exist_ok=True)
-  if config.resume and checkpoint.exists(config.logdir):
-    state, arrays = checkpoint.load(config.logdir)
-    algorithm.restore(state, arrays)
+  identity = run_identity(algorithm, observation_spec, config.identity)
+  saved = open_checkpoint(config)
+  if saved is not None:
+    state, arrays = saved
+    resume.check_same_run(state.get("run"), identity, config.logdir)
+    _restore(algorithm, state, arrays, config.logdir)
     print_fn(f"[{algorithm.name}] resumed from {config.logdir} at generation "
              f"{algorithm.generation} ({algorithm.frames} frames)")
+  elif config.resume:
+    print_fn(f"[{algorithm.name}] {resume.nothing_to_resume(config.logdir)}")
+  if on_start is not None:
+    on_start()
   writer = tf.summary.create_file_writer(config.logdir)
   history = []
   export_dir = os.path.join(config.logdir, "elite")
@@ -78,7 +167,7 @@ def run(algorithm, config: RunConfig, observation_spec: tf.TensorSpec,
         # The step may have changed the state half-way (ES updates theta
         # before it scores the centre): go back to the saved generation.
         if checkpoint.exists(config.logdir):
-          algorithm.restore(*checkpoint.load(config.logdir))
+          _restore(algorithm, *checkpoint.load(config.logdir), config.logdir)
         break
       except evaluators.WorkersLost as e:
         writer.close()
@@ -91,19 +180,23 @@ def run(algorithm, config: RunConfig, observation_spec: tf.TensorSpec,
       with writer.as_default(step=metrics["generation"]):
         for key in SCALARS:
           tf.summary.scalar(f"{algorithm.name}/{key}", metrics[key])
+        tf.summary.scalar(f"{algorithm.name}/nan_returns", metrics.get("nan_returns", 0))
       writer.flush()
-      state, arrays = algorithm.state()
-      checkpoint.save(config.logdir, state, arrays)
+      try:
+        _save(algorithm, config.logdir, identity)
+      except cli.RunFailed:
+        writer.close()
+        raise
       if (config.export and config.export_every > 0 and
           metrics["generation"] % config.export_every == 0):
-        export_elite(algorithm, export_dir, observation_spec)
+        _export(algorithm, export_dir, observation_spec, writer)
       if config.target_score is not None and metrics["elite"] >= config.target_score:
         break
   if stop.is_set():
     print_fn(f"[{algorithm.name}] stopped by a signal; the checkpoint in {config.logdir} "
              f"holds generation {algorithm.generation} (resume with --resume)")
   if config.export and algorithm.generation > 0:
-    export_elite(algorithm, export_dir, observation_spec)
+    _export(algorithm, export_dir, observation_spec, writer)
     print_fn(f"[{algorithm.name}] elite ({algorithm.elite_score:.2f}) exported to "
              f"{export_dir}")
   writer.close()

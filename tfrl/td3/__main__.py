@@ -7,7 +7,9 @@ import os
 from absl import app
 from absl import flags
 
+from tfrl import atomic_files
 from tfrl import cli
+from tfrl import logdir_lock
 
 from tfrl.layers import flags as layer_flags
 from tfrl.td3 import config as config_lib
@@ -18,6 +20,9 @@ _DEFAULT = config_lib.TD3Config()
 flags.DEFINE_string("env", _DEFAULT.env, "Gymnasium continuous-control environment id.")
 flags.DEFINE_string("logdir", "/tmp/tfrl_td3", "Checkpoints, TensorBoard, summary, export.")
 flags.DEFINE_bool("resume", False, "Resume from the latest checkpoint in --logdir.")
+flags.DEFINE_bool("resume_without_replay", False,
+                  "With --resume: accept a checkpoint whose replay buffer is missing and "
+                  "start with an empty buffer (else such a resume is refused).")
 flags.DEFINE_bool("export", True, "Export SavedModel policies (live and compressed).")
 flags.DEFINE_integer("total_steps", _DEFAULT.total_steps, "Environment steps.")
 flags.DEFINE_integer("start_steps", _DEFAULT.start_steps, "Initial random-action steps.")
@@ -62,11 +67,16 @@ def main(argv):
   config = config_from_flags()
   plan = layer_flags.layer_plan_from_flags(FLAGS)
   reward_config = layer_flags.reward_aware_config_from_flags(FLAGS)
-  os.makedirs(FLAGS.logdir, exist_ok=True)
-  with open(os.path.join(FLAGS.logdir, "flags.txt"), "w") as f:
-    f.write(FLAGS.flags_into_string())
-  summary = train_lib.train(config, plan, reward_config, FLAGS.logdir, resume=FLAGS.resume,
-                            export=FLAGS.export)
+  flags_text = FLAGS.flags_into_string()
+
+  def write_flags():  # once the checkpoint is restored or refused: never the refused run's
+    atomic_files.write_text(os.path.join(FLAGS.logdir, "flags.txt"), flags_text)
+
+  with logdir_lock.hold(FLAGS.logdir):
+    summary = train_lib.train(config, plan, reward_config, FLAGS.logdir, resume=FLAGS.resume,
+                              export=FLAGS.export,
+                              resume_without_replay=FLAGS.resume_without_replay,
+                              on_start=write_flags)
   summary = {k: v for k, v in summary.items() if k != "layers"}
   print(json.dumps(summary))
 

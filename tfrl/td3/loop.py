@@ -9,27 +9,39 @@ training iterations between `begin_step` and `end_step` (see
 `tfrl/layers/gst.py` for the rule). The compression ratio is recorded after
 every training phase and averaged over all training iterations.
 On `resume`, the latest checkpoint (networks, optimizers, controller,
-compression tracker, counters, training seconds) and the saved replay buffer
-are restored; the environment starts a new episode.
+compression tracker, counters, training seconds) and the replay buffer saved
+with it (`checkpoints/replay-<step>.npz`) are restored; the environment
+starts a new episode. A checkpoint without its replay buffer is refused
+unless `resume_without_replay` (the buffer then starts empty). A fresh run
+refuses a logdir with checkpoints, a resume refuses another run's (see
+`tfrl.tf_checkpoints`).
+
+Crash safety: each checkpoint writes its replay buffer first (to a temporary
+name, renamed), then the TF checkpoint, and only then removes the buffer of
+the previous one, so the latest checkpoint always has its own buffer.
 
 SIGINT (Ctrl-C) or SIGTERM stops the loop after the current step: the
 checkpoint, replay buffer and policies are written, the summary says
 `"completed": false`, and `--resume` carries on from there.
 """
 
-import json
+import glob
 import os
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from absl import logging
 import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
+from tfrl import atomic_files
+from tfrl import cli
 from tfrl import export as export_lib
 from tfrl import layers as tl
+from tfrl import resume as resume_lib
 from tfrl import stopping
+from tfrl import tf_checkpoints
 from tfrl.layers import gst
 from tfrl.layers import spec as spec_lib
 from tfrl.td3 import config as config_lib
@@ -87,12 +99,64 @@ def export_policies(learner: learner_lib.TD3Learner, plan, export_dir: str) -> d
           "policy_compressed_bytes": _dir_bytes(os.path.join(packed_dir, "variables"))}
 
 
+LEGACY_REPLAY_FILE = "replay.npz"  # one buffer for every checkpoint, before replay-<step>
+
+
+def replay_path(checkpoint_path: str) -> str:
+  """The replay buffer saved with `<dir>/ckpt-<step>`: `<dir>/replay-<step>.npz`."""
+  directory, name = os.path.split(checkpoint_path)
+  return os.path.join(directory, "replay-" + name.split("-", 1)[1] + ".npz")
+
+
+def _remove_other_replays(directory: str, keep: str) -> None:
+  for path in glob.glob(os.path.join(directory, "replay*.npz*")):
+    if path != keep:
+      try:
+        os.remove(path)
+      except OSError:
+        pass
+
+
+def _restore_replay(replay, checkpoint_path: str, resume_without_replay: bool) -> None:
+  path = replay_path(checkpoint_path)
+  if not os.path.exists(path):
+    legacy = os.path.join(os.path.dirname(path), LEGACY_REPLAY_FILE)
+    path = legacy if os.path.exists(legacy) else None
+  if path is None:
+    if not resume_without_replay:
+      raise ValueError(f"cannot resume from {checkpoint_path}: its replay buffer "
+                       f"{replay_path(checkpoint_path)} is missing; pass "
+                       f"--resume_without_replay to resume with an empty buffer.")
+    logging.warning("Resuming from %s with an empty replay buffer (--resume_without_replay).",
+                    checkpoint_path)
+    return
+  replay.load(path)  # raises resume.CorruptCheckpoint for a bad file
+
+
+def identity(config: config_lib.TD3Config, learner: learner_lib.TD3Learner) -> dict:
+  """What a TD3 checkpoint records and a resume must match."""
+  ident = {"algorithm": "td3", "env": config.env,
+           "observation_spec": f"[None, {learner.obs_dim}] float32",
+           "actions": learner.action_dim, "hidden_sizes": list(config.hidden_sizes)}
+  ident.update(tf_checkpoints.network_identity(learner.networks))
+  return ident
+
+
 def train(config: config_lib.TD3Config, plan=None,
           reward_config: Optional[gst.RewardAwareConfig] = None, logdir: str = "/tmp/tfrl_td3",
-          resume: bool = False, export: bool = True) -> dict:
-  """Trains TD3; returns (and writes to `logdir/summary.json`) a summary dict."""
+          resume: bool = False, export: bool = True,
+          resume_without_replay: bool = False,
+          on_start: Optional[Callable[[], None]] = None) -> dict:
+  """Trains TD3; returns (and writes to `logdir/summary.json`) a summary dict.
+
+  `on_start` is called once the logdir's checkpoint is restored (or there is
+  none), before the first step: what it writes survives only accepted runs.
+  """
   plan = spec_lib.as_plan(plan)
   os.makedirs(logdir, exist_ok=True)
+  checkpoint_dir = os.path.join(logdir, "checkpoints")
+  if not resume and tf_checkpoints.has_checkpoint(checkpoint_dir):
+    resume_lib.refuse_fresh_run(checkpoint_dir, "checkpoints")  # before building anything
   np.random.seed(config.seed)
   tf.random.set_seed(config.seed)
   env = make_env(config.env)
@@ -111,13 +175,17 @@ def train(config: config_lib.TD3Config, plan=None,
   seconds = tf.Variable(0.0, dtype=tf.float64, trainable=False)  # summed over resumes
   checkpoint = tf.train.Checkpoint(learner=learner, controller=controller, tracker=tracker,
                                    env_steps=env_steps, episodes=episodes, seconds=seconds)
-  manager = tf.train.CheckpointManager(checkpoint, os.path.join(logdir, "checkpoints"), 2)
-  replay_path = os.path.join(logdir, "checkpoints", "replay.npz")
-  if resume and manager.latest_checkpoint:
-    checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-    if os.path.exists(replay_path):
-      replay.load(replay_path)
-    logging.info("Resumed from %s at step %d.", manager.latest_checkpoint, int(env_steps))
+  checkpoints = tf_checkpoints.RunCheckpoints(checkpoint, checkpoint_dir,
+                                              identity(config, learner), max_to_keep=2,
+                                              resume_run=resume)
+  restored = checkpoints.restore_latest()
+  if restored:
+    _restore_replay(replay, restored, resume_without_replay)
+    logging.info("Resumed from %s at step %d.", restored, int(env_steps))
+  elif resume:
+    logging.warning(resume_lib.nothing_to_resume(logdir))
+  if on_start is not None:
+    on_start()
   writer = tf.summary.create_file_writer(logdir)
   rng = np.random.default_rng(config.seed + int(env_steps))
   spec = plan.default
@@ -125,8 +193,17 @@ def train(config: config_lib.TD3Config, plan=None,
 
   def save_checkpoint():
     seconds.assign(seconds0 + time.time() - start)
-    manager.save(checkpoint_number=int(env_steps))
-    replay.save(replay_path)
+    number = int(env_steps)
+    # The buffer first: the checkpoint that names it exists only once it is whole.
+    buffer_path = os.path.join(checkpoint_dir, f"replay-{number}.npz")
+    try:
+      os.makedirs(checkpoint_dir, exist_ok=True)
+      replay.save(buffer_path)
+    except OSError as e:
+      raise cli.RunFailed(f"cannot write the replay buffer {buffer_path}: {e.strerror or e}; "
+                          f"the latest complete checkpoint is {checkpoints.latest}") from e
+    checkpoints.save(number)
+    _remove_other_replays(checkpoint_dir, keep=buffer_path)
 
   obs, _ = env.reset(seed=config.seed + int(episodes))
   episode_return, recent = 0.0, []
@@ -209,8 +286,7 @@ def train(config: config_lib.TD3Config, plan=None,
   }
   if export:
     summary.update(export_policies(learner, plan, logdir))
-  with open(os.path.join(logdir, "summary.json"), "w") as f:
-    json.dump(summary, f, indent=1)
+  atomic_files.write_json(os.path.join(logdir, "summary.json"), summary, indent=1)
   env.close()
   eval_env.close()
   return summary

@@ -1,6 +1,13 @@
 """A uniform replay buffer in numpy (fast for one Python actor loop)."""
 
+import json
+import pickle
+import zipfile
+
 import numpy as np
+
+from tfrl import atomic_files
+from tfrl import resume
 
 
 class ReplayBuffer:
@@ -43,17 +50,36 @@ class ReplayBuffer:
     return tuple(getattr(self, f)[idx] for f in self._FIELDS)
 
   def save(self, path: str):
+    """Writes the buffer to `path` whole or not at all (raises OSError, old file intact)."""
     n = self.size
-    np.savez(path, size=n, index=self.index, rng=np.array(self._rng.bit_generator.state, object),
-             **{f: getattr(self, f)[:n] for f in self._FIELDS})
+    atomic_files.save_npz(path, size=n, index=self.index,
+                          rng=np.array(json.dumps(self._rng.bit_generator.state)),
+                          **{f: getattr(self, f)[:n] for f in self._FIELDS})
 
   def load(self, path: str):
-    with np.load(path, allow_pickle=True) as data:
-      n = int(data["size"])
-      if n > self.capacity:
-        raise ValueError(f"Saved replay holds {n} > capacity {self.capacity} transitions.")
-      for f in self._FIELDS:
-        getattr(self, f)[:n] = data[f]
-      self.size = n
-      self.index = int(data["index"]) % self.capacity
-      self._rng.bit_generator.state = data["rng"].item()
+    """Restores a saved buffer; a bad file is one `resume.CorruptCheckpoint` line."""
+    try:
+      # allow_pickle: buffers saved before the RNG state was JSON hold it pickled.
+      with np.load(path, allow_pickle=True) as data:
+        n = int(data["size"])
+        if n > self.capacity:
+          raise ValueError(f"Saved replay holds {n} > capacity {self.capacity} transitions.")
+        fields = {f: data[f] for f in self._FIELDS}
+        for f, values in fields.items():
+          if values.shape != (n,) + getattr(self, f).shape[1:]:
+            raise ValueError(f"{f} has shape {values.shape}, expected "
+                             f"{(n,) + getattr(self, f).shape[1:]}")
+        index = int(data["index"]) % self.capacity
+        rng = data["rng"]
+        rng_state = json.loads(str(rng)) if rng.dtype.kind == "U" else rng.item()
+        type(self._rng.bit_generator)().state = rng_state  # validates it
+    except (OSError, ValueError, TypeError, EOFError, KeyError, zipfile.BadZipFile,
+            pickle.UnpicklingError) as e:
+      raise resume.CorruptCheckpoint(path, f"unreadable replay buffer, truncated? "
+                                           f"({resume.first_line(e)})") from e
+    # Only now, with the whole file read, does the buffer change.
+    for f, values in fields.items():
+      getattr(self, f)[:n] = values
+    self.size = n
+    self.index = index
+    self._rng.bit_generator.state = rng_state
