@@ -83,7 +83,11 @@ def build(config_cls, prefix: str = "", fv: flags.FlagValues = flags.FLAGS, **ov
     value = fv[prefix + f.name].value
     kind, item = _base_type(annotation)
     if kind is tuple and value is not None:
-      value = tuple(item(v) for v in value)
+      try:
+        value = tuple(item(v) for v in value)
+      except ValueError:
+        raise ValueError(f"--{prefix + f.name} takes {item.__name__} values separated "
+                         f"by commas, got {','.join(value)!r}.") from None
     values[f.name] = value
   values.update(overrides)
   return config_cls(**values)

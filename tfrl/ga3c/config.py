@@ -1,7 +1,14 @@
-"""Typed configuration of a GA3C run (built from flags in `__main__`)."""
+"""Typed configuration of a GA3C run; `__main__` generates its flags from it.
+
+Each field made with `flagconfig.field` is a flag of the same name, with the
+field's default and help (`tfrl/flagconfig.py`); the other fields (frame
+skip, the layer plan) are set by code.
+"""
 
 import dataclasses
 from typing import Any, Optional, Tuple
+
+from tfrl import flagconfig
 
 
 @dataclasses.dataclass
@@ -14,57 +21,108 @@ class GA3CConfig:
   summed over the batch.
   """
   # Environment.
-  game: Optional[str] = "PongNoFrameskip-v4"  # Atari game (AtariEnv).
-  env: Optional[str] = None                  # Any gymnasium id (GymEnv).
-  seed: int = 0
-  envs_per_agent: int = 1
+  game: Optional[str] = flagconfig.field(
+      "PongNoFrameskip-v4",
+      "Atari game for the ALE op env (e.g. Pong or PongNoFrameskip-v4).")
+  env: Optional[str] = flagconfig.field(
+      None, "A gymnasium env id (e.g. CartPole-v1) instead of --game; uses GymEnv.")
+  seed: int = flagconfig.field(
+      0, "Random seed (envs, sampling).")
+  envs_per_agent: int = flagconfig.field(
+      1, "Env slots each agent steps together (1 = the paper's one env per "
+      "agent).")
   frame_skip: int = 4
-  episodic_life: bool = False
-  repeat_action_probability: float = 0.0
+  episodic_life: bool = flagconfig.field(
+      False, "Atari: a lost life ends a training episode.")
+  repeat_action_probability: float = flagconfig.field(
+      0.0, "Atari sticky-action probability.")
 
   # Machinery.
-  agents: int = 16
-  predictors: int = 1
-  trainers: int = 1
-  max_agents: int = 32
-  max_predictors: int = 4
-  max_trainers: int = 4
-  dynamic_adjustment: bool = False
-  adjustment_period: float = 10.0           # Seconds per hill-climbing trial.
-  prediction_batch_size: int = 128
-  training_min_batch_size: int = 0          # Samples; 0 = one segment.
-  training_max_batch_size: int = 0          # Samples; 0 = 4x the minimum.
-  prediction_queue_size: int = 128
-  training_queue_size: int = 64
+  agents: int = flagconfig.field(
+      16, "Number of agents (NA) at start.")
+  predictors: int = flagconfig.field(
+      1, "Number of predictor loops (NP) at start.")
+  trainers: int = flagconfig.field(
+      1, "Number of trainer loops (NT) at start.")
+  max_agents: int = flagconfig.field(
+      32, "Most agents the dynamic adjustment may run (env slots are created for "
+      "max_agents x envs_per_agent).")
+  max_predictors: int = flagconfig.field(
+      4, "Most predictors the dynamic adjustment may run.")
+  max_trainers: int = flagconfig.field(
+      4, "Most trainers the dynamic adjustment may run.")
+  dynamic_adjustment: bool = flagconfig.field(
+      False, "Hill-climb NA/NP/NT at run time on the training rate (GA3C, sec. 4.2).")
+  adjustment_period: float = flagconfig.field(
+      10.0, "Seconds per dynamic-adjustment trial.")
+  prediction_batch_size: int = flagconfig.field(
+      128, "Most prediction requests a predictor takes per forward pass.")
+  training_min_batch_size: int = flagconfig.field(
+      0, "Samples a trainer waits for before an update (rounded up to whole "
+      "t_max segments); 0 = one segment.")
+  training_max_batch_size: int = flagconfig.field(
+      0, "Most samples per update when more are waiting; 0 = 4x the minimum.")
+  prediction_queue_size: int = flagconfig.field(
+      128, "Capacity of the prediction queue.")
+  training_queue_size: int = flagconfig.field(
+      64, "Capacity of the training queue (segments).")
 
   # Learner.
-  t_max: int = 5
-  discount: float = 0.99
-  learning_rate: float = 3e-4
-  rmsprop_decay: float = 0.99
-  rmsprop_epsilon: float = 0.1
-  entropy_beta: float = 0.01
-  value_coef: float = 0.5
-  log_epsilon: float = 1e-6
-  reward_clip: float = 1.0                  # 0 disables clipping.
-  loss_reduction: str = "sum"               # "sum" (paper) or "mean".
-  grad_clip_norm: float = 0.0               # 0 disables clipping.
-  hidden_sizes: Tuple[int, ...] = (64, 64)  # MLP torso for non-image envs.
+  t_max: int = flagconfig.field(
+      5, "n of the n-step returns.")
+  discount: float = flagconfig.field(
+      0.99, "Discount gamma.")
+  learning_rate: float = flagconfig.field(
+      3e-4, "RMSProp step size.")
+  rmsprop_decay: float = flagconfig.field(
+      0.99, "RMSProp decay.")
+  rmsprop_epsilon: float = flagconfig.field(
+      0.1, "RMSProp epsilon (GA3C: 0.1).")
+  entropy_beta: float = flagconfig.field(
+      0.01, "Weight of the entropy bonus.")
+  value_coef: float = flagconfig.field(
+      0.5, "Weight of the squared value error.")
+  log_epsilon: float = flagconfig.field(
+      1e-6, "Probabilities are clipped below at this inside logs (policy-lag "
+      "guard).")
+  reward_clip: float = flagconfig.field(
+      1.0, "Clip training rewards to [-c, c]; 0 disables.")
+  loss_reduction: str = flagconfig.field(
+      "sum", "<sum|mean>: Sum (GA3C) or average the loss over the samples of a "
+      "batch.", choices=("sum", "mean"))
+  grad_clip_norm: float = flagconfig.field(
+      0.0, "Clip gradients to this global norm; 0 disables.")
+  hidden_sizes: Tuple[int, ...] = flagconfig.field(
+      (64, 64), "MLP torso sizes for non-image envs.")
   layer_plan: Any = None                    # tfrl.layers LayerPlan or None.
   # tfrl.layers.RewardAwareConfig for the `reward_aware` layers (GST's pruned
   # ones); None: its defaults.
   reward_aware: Any = None
 
   # Run.
-  logdir: str = "/tmp/tfrl_ga3c"
-  max_frames: int = 0                       # 0 = until stopped.
-  max_seconds: float = 0.0                  # 0 = no wall-clock limit.
-  checkpoint_every: float = 600.0           # Seconds.
-  resume: bool = False
-  profile_steps: Optional[Tuple[int, int]] = None  # Training steps.
-  stats_every: float = 5.0                  # Seconds between console lines.
-  score_window: int = 100                   # Episodes in the rolling score.
-  target_score: Optional[float] = None      # Stop once the rolling score >= it.
+  logdir: str = flagconfig.field(
+      "/tmp/tfrl_ga3c", "Directory for checkpoints, TensorBoard summaries, the SavedModel "
+      "policy and profiler traces.")
+  max_frames: int = flagconfig.field(
+      0, "Stop after this many emulator frames (env steps x frame skip); 0 "
+      "trains until stopped.")
+  max_seconds: float = flagconfig.field(
+      0.0, "Stop after this many seconds of training; 0: no limit.")
+  checkpoint_every: float = flagconfig.field(
+      600.0, "Seconds between checkpoints (each also exports the SavedModel); 0: "
+      "only at the end.")
+  resume: bool = flagconfig.field(
+      False, "Continue from the latest checkpoint in --logdir (weights, optimizer, "
+      "frame/episode counters).")
+  profile_steps: Optional[Tuple[int, int]] = flagconfig.field(
+      None, "START,END training steps between which a TensorBoard profiler trace is "
+      "recorded under <logdir>/profile.")
+  stats_every: float = flagconfig.field(
+      5.0, "Seconds between console/TensorBoard stats lines.")
+  score_window: int = flagconfig.field(
+      100, "Episodes in the rolling score.")
+  target_score: Optional[float] = flagconfig.field(
+      None, "Stop once the rolling score over --score_window episodes reaches this.")
 
   def __post_init__(self):
     if (self.game is None) == (self.env is None):
@@ -84,6 +142,9 @@ class GA3CConfig:
     if not 0.0 <= self.discount <= 1.0:
       raise ValueError(f"discount must be in [0, 1], got {self.discount}.")
     if self.profile_steps is not None:
+      if len(self.profile_steps) != 2:
+        raise ValueError(f"profile_steps must be START,END (two integers), got "
+                         f"{self.profile_steps}.")
       start, end = self.profile_steps
       if not 0 <= start < end:
         raise ValueError(
