@@ -8,25 +8,22 @@
 from absl import app
 from absl import flags
 
-from tfrl.neuroevolution import checkpoint
 from tfrl import cli
+from tfrl import flagconfig
+from tfrl.neuroevolution import checkpoint
 from tfrl.neuroevolution import cli as ne_cli
 from tfrl.neuroevolution import es
 from tfrl.neuroevolution import vbn
 
 FLAGS = flags.FLAGS
 ne_cli.define_common_flags()
-flags.DEFINE_float("sigma", 0.02, "Perturbation scale.")
-flags.DEFINE_float("learning_rate", 0.01, "Adam step size.")
-flags.DEFINE_float("l2", 0.005, "L2 weight decay coefficient.")
-flags.DEFINE_integer("center_episodes", 5, "Episodes of the centre's evaluation (elite score).")
-flags.DEFINE_boolean("fitness_shaping", True, "Centered ranks instead of raw returns.")
+flagconfig.define(es.ESConfig)
+flagconfig.define(vbn.VBNConfig, prefix="vbn_")
+# A switch rather than a setting: it turns VBNConfig (the --vbn_* flags) on.
 flags.DEFINE_boolean("virtual_batch_norm", False,
                      "Virtual batch norm (Salimans et al. 2017): normalize every hidden "
                      "layer of every evaluated network by its own statistics on a fixed "
                      "reference batch from random play, collected once per run.")
-flags.DEFINE_integer("vbn_reference_size", vbn.VBNConfig.reference_size,
-                     "Observations in the virtual batch norm reference batch.")
 
 
 def main(argv):
@@ -46,12 +43,10 @@ def main(argv):
       raise app.UsageError(
           f"the checkpoint in {FLAGS.logdir} was trained {'with' if saved else 'without'} "
           f"virtual batch norm; resume it with --{'' if saved else 'no'}virtual_batch_norm.")
-  vbn_config = (vbn.VBNConfig(reference_size=FLAGS.vbn_reference_size)
+  vbn_config = (flagconfig.build(vbn.VBNConfig, prefix="vbn_")
                 if FLAGS.virtual_batch_norm else None)
-  config = es.ESConfig(
-      population=FLAGS.population, sigma=FLAGS.sigma, learning_rate=FLAGS.learning_rate,
-      l2=FLAGS.l2, episodes_per_eval=FLAGS.episodes_per_eval,
-      center_episodes=FLAGS.center_episodes, fitness_shaping=FLAGS.fitness_shaping,
+  config = flagconfig.build(
+      es.ESConfig, population=FLAGS.population, episodes_per_eval=FLAGS.episodes_per_eval,
       seed=FLAGS.seed, vbn=vbn_config)
   ne_cli.main_for(lambda s: es.EvolutionStrategy(config, s.layout, s.table, s.evaluator))
 

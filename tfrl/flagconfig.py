@@ -40,16 +40,18 @@ def _base_type(annotation):
   return annotation, None
 
 
-def _fields(config_cls):
+def _fields(config_cls, exclude=()):
   hints = typing.get_type_hints(config_cls)
   for f in dataclasses.fields(config_cls):
-    if _HELP in f.metadata:
+    if _HELP in f.metadata and f.name not in exclude:
       yield f, hints[f.name]
 
 
-def define(config_cls, prefix: str = "", fv: flags.FlagValues = flags.FLAGS) -> None:
-  """Defines a flag `<prefix><field>` per field made with `field` (idempotent)."""
-  for f, annotation in _fields(config_cls):
+def define(config_cls, prefix: str = "", fv: flags.FlagValues = flags.FLAGS,
+           exclude: Sequence[str] = ()) -> None:
+  """Defines a flag `<prefix><field>` per field made with `field` (idempotent),
+  but for the fields named in `exclude`."""
+  for f, annotation in _fields(config_cls, exclude):
     name = prefix + f.name
     if name in fv:
       continue
@@ -72,14 +74,15 @@ def define(config_cls, prefix: str = "", fv: flags.FlagValues = flags.FLAGS) -> 
       raise TypeError(f"{config_cls.__name__}.{f.name}: no flag type for {annotation}.")
 
 
-def build(config_cls, prefix: str = "", fv: flags.FlagValues = flags.FLAGS, **overrides):
+def build(config_cls, prefix: str = "", fv: flags.FlagValues = flags.FLAGS,
+          exclude: Sequence[str] = (), **overrides):
   """`config_cls` with every flag-backed field read from its flag.
 
-  Fields without a flag keep their defaults unless given in `overrides`;
-  the config's own checks (`__post_init__`) run as usual.
+  Fields without a flag (or in `exclude`) keep their defaults unless given in
+  `overrides`; the config's own checks (`__post_init__`) run as usual.
   """
   values = {}
-  for f, annotation in _fields(config_cls):
+  for f, annotation in _fields(config_cls, exclude):
     value = fv[prefix + f.name].value
     kind, item = _base_type(annotation)
     if kind is tuple and value is not None:

@@ -4,19 +4,16 @@
     python -m tfrl.ga --env=CartPole-v1 --population=32 --generations=20
 """
 
-from absl import app
 from absl import flags
 
 from tfrl import cli
+from tfrl import flagconfig
 from tfrl.neuroevolution import cli as ne_cli
 from tfrl.neuroevolution import ga
 
 FLAGS = flags.FLAGS
 ne_cli.define_common_flags()
-flags.DEFINE_integer("truncation", 10, "Parents: the top T individuals.")
-flags.DEFINE_float("mutation_power", 0.005, "sigma of a mutation.")
-flags.DEFINE_integer("elite_candidates", 5, "Top individuals re-evaluated for the elite.")
-flags.DEFINE_integer("elite_episodes", 5, "Episodes of each elite candidate's re-evaluation.")
+flagconfig.define(ga.GAConfig)
 
 
 def main(argv):

@@ -6,17 +6,16 @@ individual seen, re-evaluated on --elite_episodes episodes.
     python -m tfrl.random_search --flagfile=flags/random_search_pong.flags
 """
 
-from absl import app
 from absl import flags
 
 from tfrl import cli
+from tfrl import flagconfig
 from tfrl.neuroevolution import cli as ne_cli
 from tfrl.neuroevolution import ga
 
 FLAGS = flags.FLAGS
 ne_cli.define_common_flags()
-flags.DEFINE_integer("elite_candidates", 5, "Top individuals re-evaluated for the elite.")
-flags.DEFINE_integer("elite_episodes", 5, "Episodes of each elite candidate's re-evaluation.")
+flagconfig.define(ga.GAConfig, exclude=ga.SELECTION_FIELDS)  # no selection
 
 
 def main(argv):

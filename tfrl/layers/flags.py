@@ -9,58 +9,65 @@ in `main`; library code only sees the resulting typed objects.
         --layer_plan="actor/out=dense;critic*/dense_0=pruned:schedule=nm"
 """
 
+import dataclasses
+
 from absl import flags
 
+from tfrl import flagconfig
 from tfrl.layers import gst
 from tfrl.layers import spec as spec_lib
 
 
+@dataclasses.dataclass(frozen=True)
+class LayerFlags:
+  """The layer flags, one per field (name, default and help written once)."""
+
+  dense_layer: str = flagconfig.field(
+      "dense", "Variant of every dense layer (conv: dense/pruned).",
+      choices=tuple(spec_lib.KINDS))
+  circulant_block_size: int = flagconfig.field(8, "Block size b of block-circulant layers.")
+  circulant_method: str = flagconfig.field(
+      "fft", "Circulant compute: fft (rfft/irfft) or matmul (materialised kernel, same "
+      "values).", choices=("fft", "matmul"))
+  target_sparsity: float = flagconfig.field(
+      0.9, "Final sparsity of pruned layers (upper bound for reward_aware).")
+  pruning_schedule: str = flagconfig.field(
+      "polynomial", "Sparsity schedule of pruned layers.",
+      choices=tuple(spec_lib.SCHEDULES))
+  nm: str = flagconfig.field("2:4", "N:M of the nm schedule, e.g. 2:4.")
+  pruning_begin: int = flagconfig.field(0, "First pruning step (optimizer steps).")
+  pruning_end: int = flagconfig.field(100_000, "Last pruning step (optimizer steps).")
+  pruning_frequency: int = flagconfig.field(
+      1000, "Steps between pruning / controller updates.")
+  pruning_initial_sparsity: float = flagconfig.field(
+      0.0, "Initial sparsity (polynomial schedule and the reward-aware controller).")
+  dst_drop_fraction: float = flagconfig.field(
+      0.3, "Initial DST drop fraction (cosine-decayed).")
+  dst_regrow: str = flagconfig.field(
+      "random", "DST regrowth: random (SET) or gradient (RigL).",
+      choices=tuple(spec_lib.REGROW))
+  gst_min_dim: int = flagconfig.field(
+      64, "GST rule: dense layers with fan-in and fan-out >= this are circulant.")
+  layer_plan: str = flagconfig.field(
+      "", "Per-layer overrides: name=kind[:key=value...];... (names may be globs), "
+      "e.g. 'actor/dense_1=circulant:block_size=16;critic*/out=dense'.")
+  gst_window: int = flagconfig.field(10, "Reward-aware: episodes in the return window.")
+  gst_tolerance: float = flagconfig.field(
+      0.05, "Reward-aware: raise sparsity while mean return >= best - tolerance * "
+      "scale.")
+  gst_backoff: float = flagconfig.field(
+      0.2, "Reward-aware: lower sparsity when mean return < best - backoff * scale.")
+  gst_step_up: float = flagconfig.field(0.05, "Reward-aware: sparsity increase per raise.")
+  gst_step_down: float = flagconfig.field(
+      0.1, "Reward-aware: sparsity decrease per backoff.")
+  gst_min_sparsity: float = flagconfig.field(0.0, "Reward-aware: lowest sparsity.")
+  gst_reward_scale: float = flagconfig.field(
+      1.0, "Reward-aware: scale = max(|best return|, this) for the thresholds.")
+
+
 def define_layer_flags(flag_values: flags.FlagValues = flags.FLAGS):
   """Defines the layer flags (idempotent: skips flags already defined)."""
-  fv = flag_values
-
-  def define(kind, name, default, help_text, **kwargs):
-    if name in fv:
-      return
-    if kind == "enum":
-      flags.DEFINE_enum(name, default, kwargs["enum_values"], help_text, flag_values=fv)
-    else:
-      getattr(flags, "DEFINE_" + kind)(name, default, help_text, flag_values=fv)
-
-  define("enum", "dense_layer", "dense", "Variant of every dense layer (conv: dense/pruned).",
-         enum_values=list(spec_lib.KINDS))
-  define("integer", "circulant_block_size", 8, "Block size b of block-circulant layers.")
-  define("enum", "circulant_method", "fft",
-         "Circulant compute: fft (rfft/irfft) or matmul (materialised kernel, same values).",
-         enum_values=["fft", "matmul"])
-  define("float", "target_sparsity", 0.9,
-         "Final sparsity of pruned layers (upper bound for reward_aware).")
-  define("enum", "pruning_schedule", "polynomial", "Sparsity schedule of pruned layers.",
-         enum_values=list(spec_lib.SCHEDULES))
-  define("string", "nm", "2:4", "N:M of the nm schedule, e.g. 2:4.")
-  define("integer", "pruning_begin", 0, "First pruning step (optimizer steps).")
-  define("integer", "pruning_end", 100_000, "Last pruning step (optimizer steps).")
-  define("integer", "pruning_frequency", 1000, "Steps between pruning / controller updates.")
-  define("float", "pruning_initial_sparsity", 0.0,
-         "Initial sparsity (polynomial schedule and the reward-aware controller).")
-  define("float", "dst_drop_fraction", 0.3, "Initial DST drop fraction (cosine-decayed).")
-  define("enum", "dst_regrow", "random", "DST regrowth: random (SET) or gradient (RigL).",
-         enum_values=list(spec_lib.REGROW))
-  define("integer", "gst_min_dim", 64,
-         "GST rule: dense layers with fan-in and fan-out >= this are circulant.")
-  define("string", "layer_plan", "",
-         "Per-layer overrides: name=kind[:key=value...];... (names may be globs), "
-         "e.g. 'actor/dense_1=circulant:block_size=16;critic*/out=dense'.")
-  define("integer", "gst_window", 10, "Reward-aware: episodes in the return window.")
-  define("float", "gst_tolerance", 0.05,
-         "Reward-aware: raise sparsity while mean return >= best - tolerance * scale.")
-  define("float", "gst_backoff", 0.2,
-         "Reward-aware: lower sparsity when mean return < best - backoff * scale.")
-  define("float", "gst_step_up", 0.05, "Reward-aware: sparsity increase per raise.")
-  define("float", "gst_step_down", 0.1, "Reward-aware: sparsity decrease per backoff.")
-  define("float", "gst_min_sparsity", 0.0, "Reward-aware: lowest sparsity.")
-  define("float", "gst_reward_scale", 1.0,
-         "Reward-aware: scale = max(|best return|, this) for the thresholds.")
+  flagconfig.define(LayerFlags, fv=flag_values)
 
 
 def _parse_nm(text):

@@ -22,62 +22,13 @@ from tfrl.neuroevolution import noise as noise_lib
 from tfrl.neuroevolution import population_net
 from tfrl.neuroevolution import ray_evaluator
 from tfrl.neuroevolution import runner
+from tfrl.neuroevolution import settings as settings_lib
 from tfrl.neuroevolution import worker as worker_lib
 
 
 def define_common_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
-  """Environment, network, budget and output flags (idempotent)."""
-
-  def define(kind, name, default, help_text, **kwargs):
-    if name not in fv:
-      getattr(flags, "DEFINE_" + kind)(name, default, help=help_text, flag_values=fv, **kwargs)
-
-  define("string", "game", "pong", "Atari game (AtariEnv, the compiled ALE ops).")
-  define("string", "env", "", "A gymnasium env id (e.g. CartPole-v1); overrides --game.")
-  define("enum", "arch", "auto", "Population network: mlp, small (16/32/256), "
-         "large (Nature 32/64/64/512); auto = mlp for vector obs, large for Atari.",
-         enum_values=["auto"] + list(population_net.ARCHS))
-  define("list", "hidden", ["64", "64"], "Hidden sizes of the mlp arch.")
-  define("integer", "population", 64, "Individuals per generation.")
-  define("integer", "generations", 100, "Generations to run (total, with --resume).")
-  define("integer", "max_frames", 0, "Stop after this many frames (0: no limit).")
-  define("integer", "episodes_per_eval", 1, "Episodes per individual per generation.")
-  define("integer", "episode_frame_cap", 0,
-         "End an evaluation episode after this many frames (0: none).")
-  define("integer", "seed", 0, "Seed of the algorithm (and of the noise table).")
-  define("integer", "noise_table_size", noise_lib.DEFAULT_SIZE,
-         "Floats in the shared noise table.")
-  define("integer", "num_envs", 32, "Env slots (split over --slot_groups).")
-  define("integer", "slot_groups", 2, "Slot groups pipelined against each other.")
-  define("string", "logdir", "/tmp/tfrl_neuroevolution",
-         "Where TensorBoard scalars, checkpoints, the flags and the elite go.")
-  define("boolean", "resume", False, "Resume from the checkpoint in --logdir.")
-  define("boolean", "export", True, "Export the elite SavedModel to <logdir>/elite.")
-  define("integer", "export_every", 0, "Also export every N generations (0: at the end).")
-  define("float", "target_score", None, "Stop once the elite's score reaches this.")
-  define("enum", "matmul", "auto", "auto: the compiled population op when built; "
-         "op: require it; reference: the pure-TF gather+matmul.",
-         enum_values=["auto", "op", "reference"])
-  define("enum", "weight_dtype", "float32", "Storage of the population's kernels: "
-         "bfloat16 halves the memory a step streams through the dense layers (the "
-         "played and exported networks use the rounded kernels; float32 arithmetic).",
-         enum_values=list(population_net.WEIGHT_DTYPES))
-  define("enum", "conv_input_dtype", "float32", "bfloat16: the convolutions round "
-         "their inputs to bfloat16 and accumulate in float32, in AMX tiles on CPUs with "
-         "AMX-BF16 (needs --weight_dtype=bfloat16; the played and exported networks "
-         "round the same way).",
-         enum_values=list(population_net.CONV_INPUT_DTYPES))
-  define("enum", "inference", "auto", "How the networks play an episode: full (every "
-         "layer at every step) or incremental (each step computes only what the change "
-         "of the observation since the previous step changes: for Atari frames a few "
-         "percent of the work; the same logits up to float rounding). auto: "
-         "incremental for conv nets with float32 conv inputs, else full.",
-         enum_values=["auto", "full", "incremental"])
-  define("integer", "refresh_steps", 100, "With incremental inference, recompute "
-         "every network in full every N steps of an episode (bounds the float "
-         "rounding that incremental steps accumulate).")
-  define("integer", "sticky_actions", 0,
-         "Atari: 1 = repeat_action_probability 0.25, 0 = deterministic.")
+  """The shared settings', layer and Ray flags (idempotent)."""
+  flagconfig.define(settings_lib.Settings, fv=fv)
   layer_flags.define_layer_flags(fv)
   flagconfig.define(ray_evaluator.RayConfig, prefix="ray_", fv=fv)
 
@@ -92,8 +43,13 @@ def network_config(env, fv: flags.FlagValues = flags.FLAGS) -> population_net.Ne
   if arch == "auto":
     arch = "mlp" if len(env.observation_shape) == 1 else "large"
   use_op = {"auto": None, "op": True, "reference": False}[fv.matmul]
+  try:
+    hidden = tuple(int(h) for h in fv.hidden)
+  except ValueError:
+    raise app.UsageError(f"--hidden takes int sizes separated by commas, got "
+                         f"{','.join(fv.hidden)!r}.") from None
   return population_net.NetworkConfig(
-      arch=arch, hidden=tuple(int(h) for h in fv.hidden),
+      arch=arch, hidden=hidden,
       layer_plan=layer_flags.layer_plan_from_flags(fv), use_op=use_op,
       weight_dtype=fv.weight_dtype, conv_input_dtype=fv.conv_input_dtype)
 
@@ -150,16 +106,12 @@ def ga_config(fv: flags.FlagValues = flags.FLAGS, random_search: bool = False):
   """The GAConfig of `tfrl.ga`'s flags, or of `tfrl.random_search`'s (which has no
   selection: no --truncation nor --mutation_power)."""
   from tfrl.neuroevolution import ga  # pylint: disable=import-outside-toplevel
-  kwargs = {}
-  if not random_search:
-    kwargs = dict(truncation=min(fv.truncation, fv.population),
-                  mutation_power=fv.mutation_power)
-  else:
-    kwargs = dict(truncation=1)
-  return ga.GAConfig(
-      population=fv.population, elite_candidates=min(fv.elite_candidates, fv.population),
-      elite_episodes=fv.elite_episodes, episodes_per_eval=fv.episodes_per_eval,
-      random_search=random_search, seed=fv.seed, **kwargs)
+  return flagconfig.build(
+      ga.GAConfig, fv=fv, exclude=ga.SELECTION_FIELDS if random_search else (),
+      population=fv.population, episodes_per_eval=fv.episodes_per_eval, seed=fv.seed,
+      random_search=random_search,
+      truncation=1 if random_search else min(fv.truncation, fv.population),
+      elite_candidates=min(fv.elite_candidates, fv.population))
 
 
 def cache_size(fv: flags.FlagValues = flags.FLAGS) -> int:

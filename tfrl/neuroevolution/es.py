@@ -23,6 +23,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
+from tfrl import flagconfig
 from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import genome as genome_lib
 from tfrl.neuroevolution import vbn as vbn_lib
@@ -87,13 +88,16 @@ class Adam:
 
 @dataclasses.dataclass(frozen=True)
 class ESConfig:
+  """ES's settings; those made with `flagconfig.field` are flags of `tfrl.es`."""
   population: int = 64          # evaluations per generation (pairs = population / 2)
-  sigma: float = 0.02
-  learning_rate: float = 0.01
-  l2: float = 0.005
+  sigma: float = flagconfig.field(0.02, "Perturbation scale.")
+  learning_rate: float = flagconfig.field(0.01, "Adam step size.")
+  l2: float = flagconfig.field(0.005, "L2 weight decay coefficient.")
   episodes_per_eval: int = 1
-  center_episodes: int = 5
-  fitness_shaping: bool = True  # centered ranks
+  center_episodes: int = flagconfig.field(
+      5, "Episodes of the centre's evaluation (elite score).")
+  fitness_shaping: bool = flagconfig.field(
+      True, "Centered ranks instead of raw returns.")
   seed: int = 0
   vbn: Optional[vbn_lib.VBNConfig] = None  # virtual batch norm (None: off)
 

@@ -26,6 +26,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from tfrl import flagconfig
 from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import genome as genome_lib
 from tfrl.neuroevolution.metrics import generation_metrics
@@ -35,13 +36,21 @@ from tfrl.neuroevolution.metrics import rankable
 POPULATION_PHASE, ELITE_PHASE = 0, 1
 
 
+# The GA's settings that random search (no selection) does not have.
+SELECTION_FIELDS = ("truncation", "mutation_power")
+
+
 @dataclasses.dataclass(frozen=True)
 class GAConfig:
+  """The GA's settings; those made with `flagconfig.field` are flags of the same
+  names (`tfrl.ga`, and `tfrl.random_search` but for SELECTION_FIELDS)."""
   population: int = 64
-  truncation: int = 10
-  mutation_power: float = 0.005
-  elite_candidates: int = 5
-  elite_episodes: int = 5
+  truncation: int = flagconfig.field(10, "Parents: the top T individuals.")
+  mutation_power: float = flagconfig.field(0.005, "sigma of a mutation.")
+  elite_candidates: int = flagconfig.field(
+      5, "Top individuals re-evaluated for the elite.")
+  elite_episodes: int = flagconfig.field(
+      5, "Episodes of each elite candidate's re-evaluation.")
   episodes_per_eval: int = 1
   random_search: bool = False
   seed: int = 0

@@ -43,6 +43,7 @@ from typing import List, Tuple
 import numpy as np
 import tensorflow as tf
 
+from tfrl import flagconfig
 from tfrl.neuroevolution import population_net
 from tfrl.ops import population as pop_ops
 
@@ -62,7 +63,8 @@ class VBNConfig:
       the memory of the statistics pass.
   """
 
-  reference_size: int = 128
+  reference_size: int = flagconfig.field(
+      128, "Observations in the virtual batch norm reference batch.")
   keep_probability: float = 0.01
   epsilon: float = 1e-5
   max_rows: int = 512
