@@ -1,0 +1,68 @@
+"""tfrl.flagconfig: flags generated from a dataclass, and the dataclass built back."""
+
+import dataclasses
+from typing import Optional, Tuple
+
+from absl import flags
+from absl.testing import absltest
+
+from tfrl import flagconfig
+
+
+@dataclasses.dataclass(frozen=True)
+class _Config:
+  count: int = flagconfig.field(3, "How many.")
+  rate: float = flagconfig.field(0.5, "How fast.")
+  name: str = flagconfig.field("a", "Which one.", choices=("a", "b"))
+  on: bool = flagconfig.field(True, "Whether.")
+  sizes: Tuple[int, ...] = flagconfig.field((64, 32), "Widths.")
+  limit: Optional[float] = flagconfig.field(None, "A bound, or none.")
+  internal: int = 7                     # no flag: set by code
+
+  def __post_init__(self):
+    if self.count < 0:
+      raise ValueError(f"count must be >= 0, got {self.count}.")
+
+
+class FlagConfigTest(absltest.TestCase):
+
+  def _flags(self, *args, **kwargs):
+    fv = flags.FlagValues()
+    flagconfig.define(_Config, prefix="x_", fv=fv, **kwargs)
+    fv(["prog", *args])
+    return fv
+
+  def test_defaults_round_trip(self):
+    fv = self._flags()
+    self.assertEqual(flagconfig.build(_Config, prefix="x_", fv=fv), _Config())
+    self.assertNotIn("x_internal", fv)
+    self.assertEqual(fv["x_count"].help, "How many.")
+
+  def test_values_types_and_overrides(self):
+    fv = self._flags("--x_count=9", "--x_rate=2", "--x_name=b", "--nox_on",
+                     "--x_sizes=8,4,2", "--x_limit=1.5")
+    config = flagconfig.build(_Config, prefix="x_", fv=fv, internal=1)
+    self.assertEqual(config, _Config(9, 2.0, "b", False, (8, 4, 2), 1.5, 1))
+
+  def test_bad_values(self):
+    with self.assertRaises(flags.IllegalFlagValueError):
+      self._flags("--x_name=c")          # not a choice
+    fv = self._flags("--x_sizes=8,x")
+    with self.assertRaisesRegex(ValueError, "--x_sizes takes int values"):
+      flagconfig.build(_Config, prefix="x_", fv=fv)
+    fv = self._flags("--x_count=-1")     # the config's own check
+    with self.assertRaisesRegex(ValueError, "count must be >= 0"):
+      flagconfig.build(_Config, prefix="x_", fv=fv)
+
+  def test_exclude_and_idempotent(self):
+    fv = flags.FlagValues()
+    flagconfig.define(_Config, fv=fv, exclude=("rate", "sizes"))
+    flagconfig.define(_Config, fv=fv, exclude=("rate", "sizes"))  # no redefinition error
+    fv(["prog", "--count=4"])
+    self.assertNotIn("rate", fv)
+    config = flagconfig.build(_Config, fv=fv, exclude=("rate", "sizes"))
+    self.assertEqual((config.count, config.rate, config.sizes), (4, 0.5, (64, 32)))
+
+
+if __name__ == "__main__":
+  absltest.main()
