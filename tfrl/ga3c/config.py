@@ -143,7 +143,7 @@ class GA3CConfig:
       raise ValueError(f"discount must be in [0, 1], got {self.discount}.")
     if self.profile_steps is not None:
       if len(self.profile_steps) != 2:
-        raise ValueError(f"profile_steps must be START,END (two integers), got "
+        raise ValueError(f"--profile_steps must be START,END (two integers), got "
                          f"{self.profile_steps}.")
       start, end = self.profile_steps
       if not 0 <= start < end:
