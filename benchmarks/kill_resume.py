@@ -8,10 +8,13 @@ fresh temporary logdir, on small CartPole / Pendulum settings with short
 checkpoint intervals (`ALGORITHMS`):
 
   1. start a run; once it prints its first progress line, wait a time drawn
-     uniformly from [0, window] and SIGKILL it. The window spans several
-     checkpoint intervals, so some kills land while a checkpoint is being
-     written (`mid-write kills`: the kill left a temporary file of a write,
-     `*.tmp*`, `*_temp*` or an export's `.old`, in the logdir);
+     uniformly from [0, window] (the window spans several checkpoint
+     intervals) and SIGKILL it. Half of the kills (--aimed_fraction) are
+     aimed at a write: after that wait they watch the logdir and kill the run
+     as soon as a write starts (a temporary file appears or is rewritten:
+     `*.tmp*`, TF's `*_temp*`, an export's `.old`), since a uniform moment
+     rarely falls inside one (a GA checkpoint takes milliseconds). `mid-write
+     kills` counts the kills that left such a temporary file behind;
   2. start it again with --resume and check the resume: the process starts,
      takes over the stale lock of the killed one (`took over the lock of pid
      <killed pid>`), says that it resumed (or, killed before its first
@@ -25,7 +28,8 @@ checkpoint intervals (`ALGORITHMS`):
      and the save it may have interrupted, see `check_resume`). GA3C and TD3
      must also restore the newest complete TF checkpoint on disk, or the one
      before it if the kill came before the newest was recorded;
-  4. kill that run the same way, and so on, --kills_per_algorithm times.
+  4. kill that run the same way, and so on, --kills_per_algorithm times
+     (or fewer once --minutes_per_algorithm have gone by).
 
 After the last kill the run is resumed once more and ends on its own: GA, ES
 and random search finish to N generations (2 more than their checkpoint
@@ -35,7 +39,9 @@ identical, bit for bit. GA3C and TD3, which are not deterministic, are
 stopped with SIGTERM once they progress and must exit cleanly.
 
 Prints a table per algorithm (kills, resumes OK, failures, largest and total
-data lost, mid-write kills, final state equal to the uninterrupted run) and
+data lost in the algorithm's counter, the largest in seconds of progress,
+kills aimed at a write, mid-write kills, resumes that found no checkpoint,
+final state equal to the uninterrupted run) and
 writes JSON (--output) with every kill and the `provenance` record.
 Only one run process at a time; every child is killed on every exit path.
 """
@@ -266,6 +272,32 @@ def _partial_writes(logdir: str, since: float) -> List[str]:
   return sorted(found)
 
 
+def _temporary_files(logdir: str) -> Dict[str, int]:
+  """Temporary files of writes in the logdir and its checkpoints folder: name -> mtime_ns."""
+  out = {}
+  for directory in (logdir, os.path.join(logdir, "checkpoints")):
+    with contextlib.suppress(OSError):
+      with os.scandir(directory) as entries:
+        for entry in entries:
+          if _PARTIAL_WRITE.search(entry.name):
+            with contextlib.suppress(OSError):
+              out[os.path.join(directory, entry.name)] = entry.stat().st_mtime_ns
+  return out
+
+
+def wait_for_a_write(logdir: str, timeout: float, poll: float = 0.001) -> bool:
+  """Waits until a write starts in the logdir (a temporary file appears or is
+  rewritten); False after `timeout` seconds without one."""
+  before = _temporary_files(logdir)
+  deadline = time.time() + timeout
+  while time.time() < deadline:
+    now = _temporary_files(logdir)
+    if any(before.get(name) != mtime for name, mtime in now.items()):
+      return True
+    time.sleep(poll)
+  return False
+
+
 def _checkpoint_mtimes(algorithm: Algorithm, logdir: str) -> Dict[str, float]:
   """When each complete checkpoint in the logdir was written (key: what a resume names).
 
@@ -384,7 +416,6 @@ def check_resume(algorithm: Algorithm, killed: Launch, killed_start: Start, t_ki
   record = {
       "killed_pid": killed.pid, "last_printed": last, "resume": start.kind,
       "resumed_from": start.count, "lost": max(lost, 0), "allowed": allowed,
-      "lost_seconds": None,
   }
   if pause is not None:
     record["longest_pause_s"] = round(pause, 3)
@@ -392,8 +423,13 @@ def check_resume(algorithm: Algorithm, killed: Launch, killed_start: Start, t_ki
     last_frames = rows[-1][2] if rows else (killed_start.frames or 0)
     record["lost_frames"] = max(last_frames - (start.frames or 0), 0)
   key = "checkpoint.json" if algorithm.neuroevolution else os.path.basename(start.path or "")
+  # Seconds of the killed run's progress that the resume does not have: since
+  # the checkpoint it resumed from was written, or since the killed run began
+  # to progress if that is later (or if it resumed from none).
+  since = killed_start.progress_at
   if start.kind == "resumed" and key in mtimes:
-    record["lost_seconds"] = round(t_kill - mtimes[key], 3)
+    since = max(since, mtimes[key])
+  record["lost_seconds"] = round(max(t_kill - since, 0.0), 3)
   if start.kind == "resumed" and not algorithm.neuroevolution:
     # The resume restores the newest complete checkpoint, or the one before it
     # when the kill came before the newest was recorded in TF's state file.
@@ -441,11 +477,13 @@ def compare_final(killed_logdir: str, reference_logdir: str) -> List[str]:
 def run_algorithm(algorithm: Algorithm, kills: int, rng: random.Random,
                   timeout: float = 240.0, slack: float = 1.0,
                   log: Callable[[str], None] = print, keep_logdirs: bool = False,
-                  budget_seconds: Optional[float] = None) -> dict:
+                  budget_seconds: Optional[float] = None,
+                  aimed_fraction: float = 0.5) -> dict:
   """Kills and resumes one algorithm `kills` times; its summary and every kill.
 
   With `budget_seconds`, fewer kills once that much time has gone by (the
-  run is then resumed and finished as after the last kill).
+  run is then resumed and finished as after the last kill). A kill is aimed
+  at a write with probability `aimed_fraction` (see the module docstring).
   """
   if kills < 1:
     raise ValueError(f"kills must be >= 1, got {kills}")
@@ -466,9 +504,13 @@ def run_algorithm(algorithm: Algorithm, kills: int, rng: random.Random,
       trials.append({"kill": 0, "ok": False, "problem": start.problem})
       log(f"[kill_resume] {algorithm.name}: the first launch failed: {start.problem}")
     for k in range(kills if start.ok else 0):
-      # Kill at a uniform moment after its first progress line.
+      # Kill at a uniform moment after its first progress line; an aimed kill
+      # then waits for the next write to start (a checkpoint, mostly) and
+      # kills the run as soon as it sees one.
       delay = rng.uniform(0.0, algorithm.window)
+      aimed = rng.random() < aimed_fraction
       time.sleep(max(start.progress_at + delay - time.time(), 0.0))
+      aimed_hit = aimed and wait_for_a_write(logdir, algorithm.window)
       if not launch.alive():
         trials.append({"kill": k, "ok": False,
                        "problem": f"the run ended before its kill: {launch.error()}"})
@@ -494,7 +536,7 @@ def run_algorithm(algorithm: Algorithm, kills: int, rng: random.Random,
       launch = Launch(command(algorithm, logdir, resume=True, generations=generations), env)
       start = start_run(algorithm, launch, resume=True, timeout=timeout)
       record = {"kill": k, "kill_after_progress_s": round(t_kill - killed_start.progress_at, 3),
-                "mid_write": mid_write,
+                "aimed": aimed, "aimed_at_a_write": aimed_hit, "mid_write": mid_write,
                 "checkpoint_ages_at_kill": {name: round(t_kill - m, 3)
                                             for name, m in sorted(mtimes.items())}}
       if start.kind:
@@ -505,7 +547,8 @@ def run_algorithm(algorithm: Algorithm, kills: int, rng: random.Random,
         record["problem"] = "; ".join(p for p in (record.get("problem"), start.problem) if p)
       trials.append(record)
       log(f"[kill_resume] {algorithm.name} kill {k + 1}/{kills} at "
-          f"+{record['kill_after_progress_s']:.2f} s: "
+          f"+{record['kill_after_progress_s']:.2f} s"
+          f"{' (aimed at a write)' if aimed_hit else ''}: "
           f"{record.get('resume', '?')} from {record.get('resumed_from')} "
           f"(printed {record.get('last_printed')}, lost {record.get('lost')} {algorithm.unit}"
           f"{', mid-write ' + ','.join(mid_write) if mid_write else ''})"
@@ -555,6 +598,7 @@ def run_algorithm(algorithm: Algorithm, kills: int, rng: random.Random,
   seconds = [t["lost_seconds"] for t in trials if t.get("lost_seconds") is not None]
   result["max_lost_seconds"] = max(seconds, default=None)
   result["mid_write_kills"] = sum(1 for t in trials if t.get("mid_write"))
+  result["aimed_kills"] = sum(1 for t in trials if t.get("aimed_at_a_write"))
   result["no_checkpoint_resumes"] = sum(1 for t in trials if t.get("resume") == "no checkpoint")
   if algorithm.neuroevolution:
     result["max_lost_frames"] = max((t.get("lost_frames", 0) for t in trials), default=0)
@@ -568,7 +612,7 @@ def run_algorithm(algorithm: Algorithm, kills: int, rng: random.Random,
 def table(results: Sequence[dict]) -> str:
   head = (f"{'algorithm':<13} | {'kills':>5} | {'resumes OK':>10} | {'failures':>8} | "
           f"{'lost max':>8} | {'lost total':>10} | {'unit':<11} | {'max lost s':>10} | "
-          f"{'mid-write':>9} | {'no ckpt':>7} | final")
+          f"{'aimed':>5} | {'mid-write':>9} | {'no ckpt':>7} | final")
   rows = [head, "-" * len(head)]
   for r in results:
     if "final_equal" in r:
@@ -582,7 +626,8 @@ def table(results: Sequence[dict]) -> str:
     rows.append(
         f"{r['algorithm']:<13} | {r['kills']:>5} | {r['resumes_ok']:>10} | {r['failures']:>8} | "
         f"{r['max_lost']:>8} | {r['total_lost']:>10} | {r['unit']:<11} | "
-        f"{'-' if seconds is None else f'{seconds:.2f}':>10} | {r['mid_write_kills']:>9} | "
+        f"{'-' if seconds is None else f'{seconds:.2f}':>10} | {r['aimed_kills']:>5} | "
+        f"{r['mid_write_kills']:>9} | "
         f"{r['no_checkpoint_resumes']:>7} | {final}")
   return "\n".join(rows)
 
@@ -607,12 +652,14 @@ def main(argv):
   started = time.time()
   results = run(fv.algorithms, fv.kills_per_algorithm, seed=fv.seed, timeout=fv.timeout,
                 slack=fv.ga3c_slack_seconds, keep_logdirs=fv.keep_logdirs,
-                budget_seconds=fv.minutes_per_algorithm * 60 or None)
+                budget_seconds=fv.minutes_per_algorithm * 60 or None,
+                aimed_fraction=fv.aimed_fraction)
   print()
   print(table(results))
   out = {"provenance": record, "kills_per_algorithm": fv.kills_per_algorithm,
          "minutes_per_algorithm": fv.minutes_per_algorithm,
          "seed": fv.seed, "ga3c_slack_seconds": fv.ga3c_slack_seconds,
+         "aimed_fraction": fv.aimed_fraction,
          "minutes": round((time.time() - started) / 60, 1),
          "settings": {r["algorithm"]: list(ALGORITHMS[r["algorithm"]].args) for r in results},
          "results": results}
@@ -636,6 +683,8 @@ if __name__ == "__main__":
   flags.DEFINE_float("minutes_per_algorithm", 0.0, "Stop killing an algorithm after this "
                      "long (then resume and finish it as after its last kill); 0: no limit.")
   flags.DEFINE_integer("seed", 0, "Seed of the kill moments.")
+  flags.DEFINE_float("aimed_fraction", 0.5, "Share of the kills aimed at a write (the "
+                     "first write after the random wait).")
   flags.DEFINE_float("timeout", 240.0, "Seconds a launch may take to start progressing "
                      "(and a finishing run to end).")
   flags.DEFINE_float("ga3c_slack_seconds", 1.0, "GA3C: margin, in seconds, on top of "

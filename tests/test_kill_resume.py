@@ -100,7 +100,8 @@ class KillResumeTest(unittest.TestCase):
     self.assertIn("ga ", kill_resume.table([{
         "algorithm": "ga", "kills": 1, "resumes_ok": 1, "failures": 0, "max_lost": 1,
         "total_lost": 1, "unit": "generations", "max_lost_seconds": 0.5,
-        "mid_write_kills": 0, "no_checkpoint_resumes": 0, "final_equal": True}]))
+        "aimed_kills": 1, "mid_write_kills": 0, "no_checkpoint_resumes": 0,
+        "final_equal": True}]))
 
 
 if __name__ == "__main__":
