@@ -18,7 +18,8 @@ replaced atomically once they are complete):
     index or data file and a restore that fails are each one line naming the
     file (`resume.CorruptCheckpoint`); nothing is deleted;
   * a save that fails (a full disk) is `cli.RunFailed`, the previous
-    checkpoint still the latest.
+    checkpoint still the latest;
+  * a save never writes over the latest checkpoint (see `save`).
 """
 
 import glob
@@ -100,6 +101,15 @@ class RunCheckpoints:
   def latest(self) -> Optional[str]:
     return self.manager.latest_checkpoint
 
+  @property
+  def latest_number(self) -> Optional[int]:
+    """N of the latest checkpoint, `<dir>/ckpt-N` (None: there is none)."""
+    latest = self.latest
+    try:
+      return int(latest.rsplit("-", 1)[1]) if latest else None
+    except (IndexError, ValueError):
+      return None
+
   def _saved_identity(self) -> Optional[dict]:
     path = os.path.join(self.directory, IDENTITY_FILE)
     if not os.path.exists(path):
@@ -133,7 +143,17 @@ class RunCheckpoints:
     return latest
 
   def save(self, number: int) -> str:
-    """Writes checkpoint `number`; raises cli.RunFailed if it cannot."""
+    """Writes checkpoint `number`; raises cli.RunFailed if it cannot.
+
+    A `number` not above the latest checkpoint's (a run that saves again before
+    the counter that numbers its checkpoints moved, e.g. GA3C with no training
+    step since its last save) becomes the latest's + 1: TF writes the index
+    file of an existing checkpoint in place, so saving over the latest one and
+    dying, or meeting a full disk, during that write would leave none whole.
+    """
+    latest = self.latest_number
+    if latest is not None and number <= latest:
+      number = latest + 1
     try:
       os.makedirs(self.directory, exist_ok=True)
       atomic_files.write_json(os.path.join(self.directory, IDENTITY_FILE), self.identity,

@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 import tempfile
+from unittest import mock
 
 from absl.testing import parameterized
 import numpy as np
@@ -11,6 +12,7 @@ import tensorflow as tf
 
 from tfrl import layers as tl
 from tfrl import resume
+from tfrl import tf_checkpoints
 from tfrl.td3 import TD3Config
 from tfrl.td3 import TD3Learner
 from tfrl.td3 import train
@@ -137,6 +139,26 @@ class CheckpointSafetyTest(tf.test.TestCase):
     self.assertEqual(self._snapshot(logdir), before)
     self.assertNotIn("\n", str(cm.exception))
     return str(cm.exception)
+
+  def test_the_last_checkpoint_is_not_saved_again(self):
+    # total_steps a multiple of checkpoint_every: the loop saves at its last
+    # step, and the final save must not write that checkpoint again (TF would
+    # rewrite its index in place: a kill then would leave no whole checkpoint).
+    logdir, ckpt_dir = self._copy("saved_once")
+    saved = []
+    original = tf_checkpoints.RunCheckpoints.save
+
+    def save(checkpoints, number):
+      saved.append(number)
+      return original(checkpoints, number)
+
+    with mock.patch.object(tf_checkpoints.RunCheckpoints, "save", save):
+      summary = train(TD3Config(**dict(_TINY, total_steps=120)), logdir=logdir, resume=True,
+                      export=False)
+    self.assertEqual(summary["env_steps"], 120)
+    self.assertEqual(saved, [120])
+    self.assertEqual(os.path.basename(tf.train.latest_checkpoint(ckpt_dir)), "ckpt-120")
+    self.assertIn("replay-120.npz", os.listdir(ckpt_dir))
 
   def test_each_checkpoint_keeps_its_own_replay_buffer(self):
     logdir, ckpt_dir = self._copy("replay")

@@ -194,6 +194,11 @@ def train(config: config_lib.TD3Config, plan=None,
   def save_checkpoint():
     seconds.assign(seconds0 + time.time() - start)
     number = int(env_steps)
+    if checkpoints.latest_number == number:
+      # Saved at this step already (the final save after a checkpoint step, or a
+      # stop right after a resume): nothing but the seconds changed, and saving
+      # again would rewrite the latest checkpoint in place.
+      return
     # The buffer first: the checkpoint that names it exists only once it is whole.
     buffer_path = os.path.join(checkpoint_dir, f"replay-{number}.npz")
     try:
