@@ -508,6 +508,18 @@ class BFloat16InputConvTest(tf.test.TestCase, parameterized.TestCase):
     # the CPU has AMX-BF16. Both compute the same function up to summation
     # order. The portable path equals the float32-input op on the rounded
     # input exactly (same GEMM, same order).
+    info = population.kernel_info()
+    if not info["amx"]:
+      # This process runs the portable path too: check it, and do not
+      # compare it with itself.
+      before = info["calls"]
+      _bf16_input_outputs(check_portable=True)
+      after = population.kernel_info()["calls"]
+      self.assertEqual(after["amx"], before["amx"])
+      print("\n[population kernels] SKIPPED AMX against portable: the AMX path does not "
+            "run here (no AMX-BF16, or turned off)")
+      self.skipTest("the AMX path does not run on this machine (no AMX-BF16, or turned off); "
+                    "only the portable path was checked")
     out = os.path.join(self.get_temp_dir(), "portable.npz")
     code = ("import numpy as np, sys; sys.path.insert(0, %r); "
             "from tests.ops import test_population as t; "
@@ -515,7 +527,9 @@ class BFloat16InputConvTest(tf.test.TestCase, parameterized.TestCase):
     env = dict(os.environ, TFRL_POPULATION_NO_AMX="1", TF_CPP_MIN_LOG_LEVEL="3")
     subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=os.getcwd())
     portable = np.load(out)
+    before = population.kernel_info()["calls"]["amx"]
     default = _bf16_input_outputs()
+    self.assertGreater(population.kernel_info()["calls"]["amx"], before)  # AMX really ran
     self.assertLen(portable.files, len(default))
     for i, (got, (name, *case)) in enumerate(zip(default, _BF16_INPUT_CASES)):
       tol = 1e-4 * np.sqrt(case[5] * case[5] * case[3])

@@ -29,6 +29,8 @@ using population_delta::DeltaScratch;
 using population_delta::kRunRows;
 using population_delta::NetworkRuns;
 using population_delta::RowRuns;
+using population_simd::CountCall;
+using population_simd::Isa;
 using population_simd::PickByIsa;
 using population_simd::Storage;
 using population_simd::WeightData;
@@ -57,13 +59,15 @@ template <typename TX, typename TW>
 using DeltaRunFn = void (*)(const DeltaGeometry&, const DeltaRow<TX, TW>*, int, DeltaScratch*,
                             Change* const*);
 
+// The build TFRL_POPULATION_ISA (or the CPU) chose, into *fn and *isa.
 template <typename TX, typename TW>
-DeltaRunFn<TX, TW> PickDeltaRun() {
+Status PickDeltaRun(DeltaRunFn<TX, TW>* fn, Isa* isa) {
 #if TFRL_X86
   return PickByIsa<DeltaRunFn<TX, TW>>(&DeltaRunAvx512<TX, TW>, &DeltaRunAvx2<TX, TW>,
-                                       &DeltaRunBaseline<TX, TW>);
+                                       &DeltaRunBaseline<TX, TW>, fn, isa);
 #else
-  return &DeltaRunBaseline<TX, TW>;
+  return PickByIsa<DeltaRunFn<TX, TW>>(&DeltaRunBaseline<TX, TW>, &DeltaRunBaseline<TX, TW>,
+                                       &DeltaRunBaseline<TX, TW>, fn, isa);
 #endif
 }
 
@@ -72,8 +76,8 @@ class PopulationDeltaConv2DOp : public OpKernel {
   typedef typename Storage<T>::type TW;
 
  public:
-  explicit PopulationDeltaConv2DOp(OpKernelConstruction* ctx)
-      : OpKernel(ctx), run_fn_(PickDeltaRun<TX, TW>()) {
+  explicit PopulationDeltaConv2DOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, PickDeltaRun<TX, TW>(&run_fn_, &isa_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("kernel_size", &kernel_size_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("stride", &stride_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("input_scale", &input_scale_));
@@ -142,6 +146,7 @@ class PopulationDeltaConv2DOp : public OpKernel {
     Tensor* acc = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, out_shape, &acc));
     if (acc->NumElements() == 0) return;
+    CountCall(isa_);
     const int64_t image = g.h * g.w * g.c, out_size = g.out_h * g.out_w * g.n;
     const TX* xd = x.flat<TX>().data();
     const TX* pd = x_prev.flat<TX>().data();
@@ -204,7 +209,8 @@ class PopulationDeltaConv2DOp : public OpKernel {
   }
 
  private:
-  const DeltaRunFn<TX, TW> run_fn_;
+  DeltaRunFn<TX, TW> run_fn_ = nullptr;
+  Isa isa_ = Isa::kBaseline;
   int kernel_size_ = 1;
   int stride_ = 1;
   float input_scale_ = 1.0f;

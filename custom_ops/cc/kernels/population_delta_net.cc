@@ -48,6 +48,8 @@ using population_delta::MarkTouched;
 using population_delta::ResetScratch;
 using population_delta::SumDenseRun;
 using population_delta::WindowOf;
+using population_simd::CountCall;
+using population_simd::Isa;
 using population_simd::LoadU;
 using population_simd::PickByIsa;
 using population_simd::Storage;
@@ -281,13 +283,15 @@ template <typename TX, typename TW>
 using NetRunFn = void (*)(const NetCall<TX, TW>&, int64_t, const int64_t*, int, bool,
                           NetScratch*);
 
+// The build TFRL_POPULATION_ISA (or the CPU) chose, into *fn and *isa.
 template <typename TX, typename TW>
-NetRunFn<TX, TW> PickNetRun() {
+Status PickNetRun(NetRunFn<TX, TW>* fn, Isa* isa) {
 #if TFRL_X86
   return PickByIsa<NetRunFn<TX, TW>>(&NetRunAvx512<TX, TW>, &NetRunAvx2<TX, TW>,
-                                     &NetRunBaseline<TX, TW>);
+                                     &NetRunBaseline<TX, TW>, fn, isa);
 #else
-  return &NetRunBaseline<TX, TW>;
+  return PickByIsa<NetRunFn<TX, TW>>(&NetRunBaseline<TX, TW>, &NetRunBaseline<TX, TW>,
+                                     &NetRunBaseline<TX, TW>, fn, isa);
 #endif
 }
 
@@ -296,8 +300,8 @@ class PopulationDeltaNetOp : public OpKernel {
   typedef typename Storage<T>::type TW;
 
  public:
-  explicit PopulationDeltaNetOp(OpKernelConstruction* ctx)
-      : OpKernel(ctx), run_fn_(PickNetRun<TX, TW>()) {
+  explicit PopulationDeltaNetOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, PickNetRun<TX, TW>(&run_fn_, &isa_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("L", &num_layers_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("kernel_sizes", &kernel_sizes_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("strides", &strides_));
@@ -401,6 +405,7 @@ class PopulationDeltaNetOp : public OpKernel {
       in_place[i] = call.layers[i].acc == call.layers[i].acc_prev;
     }
     if (batch == 0) return;
+    CountCall(isa_);
     call.obs = obs.flat<TX>().data();
     call.obs_prev = obs_prev.flat<TX>().data();
     const auto fr = fresh.flat<bool>();
@@ -460,7 +465,8 @@ class PopulationDeltaNetOp : public OpKernel {
     return nullptr;
   }
 
-  const NetRunFn<TX, TW> run_fn_;
+  NetRunFn<TX, TW> run_fn_ = nullptr;
+  Isa isa_ = Isa::kBaseline;
   mutex mu_;
   std::vector<std::unique_ptr<NetScratch>> spare_ TF_GUARDED_BY(mu_);
   int num_layers_ = 1;

@@ -6,8 +6,9 @@
 // read in place, so there is no im2col buffer either), and the buckets are cut into work units that run
 // on the intra-op thread pool. The GEMM is a register-blocked micro-kernel
 // written with GCC vector extensions and compiled three times (AVX-512, AVX2 +
-// FMA, baseline SSE); the best one the CPU supports is picked at run time, so
-// the library runs on any x86-64 CPU whatever flags TensorFlow was built with.
+// FMA, baseline SSE); the widest one the CPU supports is picked at run time
+// (or the one TFRL_POPULATION_ISA names, see population_isa.cc), so the
+// library runs on any x86-64 CPU whatever flags TensorFlow was built with.
 //
 // Weights come as float32 or bfloat16 (template TW). bfloat16 halves the bytes
 // that a step streams through a population's dense layers (one weight read per
@@ -40,8 +41,11 @@
 namespace tensorflow {
 namespace {
 
+using population_simd::CountCall;
+using population_simd::Isa;
 using population_simd::LoadU;
 using population_simd::LoadW;
+using population_simd::Path;
 using population_simd::PickByIsa;
 using population_simd::Storage;
 using population_simd::StoreU;
@@ -314,12 +318,14 @@ void GemmBaseline(const GemmArgs<TW>& g) {
 template <typename TW>
 using GemmFn = void (*)(const GemmArgs<TW>&);
 
+// The build TFRL_POPULATION_ISA (or the CPU) chose, into *gemm and *isa.
 template <typename TW>
-GemmFn<TW> PickGemm() {
+Status PickGemm(GemmFn<TW>* gemm, Isa* isa) {
 #if TFRL_X86
-  return PickByIsa<GemmFn<TW>>(&GemmAvx512<TW>, &GemmAvx2<TW>, &GemmBaseline<TW>);
+  return PickByIsa<GemmFn<TW>>(&GemmAvx512<TW>, &GemmAvx2<TW>, &GemmBaseline<TW>, gemm, isa);
 #else
-  return &GemmBaseline<TW>;
+  return PickByIsa<GemmFn<TW>>(&GemmBaseline<TW>, &GemmBaseline<TW>, &GemmBaseline<TW>, gemm,
+                               isa);
 #endif
 }
 
@@ -499,8 +505,8 @@ class PopulationMatmulOp : public OpKernel {
   typedef typename Storage<T>::type TW;
 
  public:
-  explicit PopulationMatmulOp(OpKernelConstruction* ctx)
-      : OpKernel(ctx), gemm_(PickGemm<TW>()) {
+  explicit PopulationMatmulOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, PickGemm<TW>(&gemm_, &isa_));
     OP_REQUIRES_OK(ctx, ParseEpilogue(ctx, &add_bias_, &relu_));
   }
 
@@ -534,6 +540,7 @@ class PopulationMatmulOp : public OpKernel {
                      [](int64_t, int64_t) { return static_cast<const float*>(nullptr); });
       return;
     }
+    CountCall(isa_);
     const float* xp = x.flat<float>().data();
     GemmArgs<TW> geo{nullptr, nullptr, 0, nullptr, k, n, k, 1, 0};
     RunGrouped(ctx, gemm_, index, active, pop, m, geo, WeightData<T>(w),
@@ -543,7 +550,8 @@ class PopulationMatmulOp : public OpKernel {
   }
 
  private:
-  const GemmFn<TW> gemm_;
+  GemmFn<TW> gemm_ = nullptr;
+  Isa isa_ = Isa::kBaseline;
   bool add_bias_ = false;
   bool relu_ = false;
 };
@@ -654,8 +662,8 @@ class PopulationConv2DOp : public OpKernel {
   typedef typename Storage<T>::type TW;
 
  public:
-  explicit PopulationConv2DOp(OpKernelConstruction* ctx)
-      : OpKernel(ctx), gemm_(PickGemm<TW>()) {
+  explicit PopulationConv2DOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, PickGemm<TW>(&gemm_, &isa_));
     OP_REQUIRES_OK(ctx, ParseEpilogue(ctx, &add_bias_, &relu_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("input_scale", &input_scale_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("kernel_size", &kernel_size_));
@@ -674,7 +682,8 @@ class PopulationConv2DOp : public OpKernel {
                 errors::InvalidArgument("input_dtype 'bfloat16' needs bfloat16 kernels "
                                         "(T = bfloat16), got T = ",
                                         DataTypeString(DataTypeToEnum<T>::v())));
-    use_amx_ = round_input_ && tfrl_population::AmxBf16Usable();
+    // AMX converts with AVX-512 instructions: only where that build is active.
+    use_amx_ = round_input_ && isa_ == Isa::kAvx512 && tfrl_population::AmxBf16Usable();
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -726,6 +735,7 @@ class PopulationConv2DOp : public OpKernel {
       ConvertInput(ctx, xin, active, h * wd * c, input_scale_, round, cp);
       xp = cp;
     }
+    CountCall(use_amx_ && k > 0 ? Path::kAmx : static_cast<Path>(isa_));
     if (use_amx_ && k > 0) {
       const tfrl_population::ConvGeometry g{h, wd, c, ks, st, ow, oh * ow, k, n};
       RunAmxConv(ctx, g, index, active, pop,
@@ -744,7 +754,8 @@ class PopulationConv2DOp : public OpKernel {
   }
 
  private:
-  const GemmFn<TW> gemm_;
+  GemmFn<TW> gemm_ = nullptr;
+  Isa isa_ = Isa::kBaseline;
   int kernel_size_ = 1;
   int stride_ = 1;
   float input_scale_ = 1.0f;

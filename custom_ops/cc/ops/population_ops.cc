@@ -1,5 +1,7 @@
-// Registers PopulationMatmul, PopulationConv2D and PopulationDeltaConv2D: the masked heterogeneous batching op of tfrl's
-// neuroevolution (Uber AI's accelerated deep neuroevolution, Such et al. 2018).
+// Registers PopulationMatmul, PopulationConv2D, PopulationDeltaConv2D and
+// PopulationDeltaNet: the masked heterogeneous batching ops of tfrl's
+// neuroevolution (Uber AI's accelerated deep neuroevolution, Such et al.
+// 2018); and PopulationKernelInfo, which says which ISA build they run.
 
 #include <string>
 
@@ -319,6 +321,41 @@ fresh: [B] bool rows to compute in full.
 relus: L - 1 bools, whether layer i's output goes through max(., 0).
 logits: [B, N_{L-1}].
 acc: the new acc, shaped as acc_prev.
+)doc");
+
+REGISTER_OP("PopulationKernelInfo")
+    .Output("isa: string")
+    .Output("cpu_isas: string")
+    .Output("amx: bool")
+    .Output("path_names: string")
+    .Output("path_calls: int64")
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) {
+      c->set_output(0, c->Scalar());
+      c->set_output(1, c->Vector(c->UnknownDim()));
+      c->set_output(2, c->Scalar());
+      c->set_output(3, c->Vector(4));
+      c->set_output(4, c->Vector(4));
+      return OkStatus();
+    })
+    .Doc(R"doc(
+Which builds the population kernels of this process run, and how often each ran.
+
+Every kernel (GEMM, convolution, delta ops) is compiled three times: AVX-512
+(F, DQ, BW), AVX2 + FMA, and the baseline ('sse' on x86-64, 'portable'
+elsewhere). One build is chosen per process: the widest the CPU runs, or the
+one the environment variable TFRL_POPULATION_ISA names (avx512, avx2, sse or
+portable; auto or unset for the widest), read once. A name the CPU cannot
+run, or an unknown one, fails every population op (and this one) with
+InvalidArgument instead of running another build.
+
+isa: the build chosen for this process.
+cpu_isas: the builds this CPU runs, widest first.
+amx: whether the bfloat16-input convolution runs in AMX tiles (the CPU and OS
+  allow them, TFRL_POPULATION_NO_AMX is unset and the AVX-512 build is
+  chosen).
+path_names: ['sse' or 'portable', 'avx2', 'avx512', 'amx'].
+path_calls: how many op calls computed on each path so far in this process.
 )doc");
 
 }  // namespace tensorflow
