@@ -31,6 +31,8 @@ using population_delta::NetworkRuns;
 using population_delta::RowRuns;
 using population_simd::CountCall;
 using population_simd::Isa;
+using population_simd::KernelRows;
+using population_simd::OutputShape;
 using population_simd::PickByIsa;
 using population_simd::Storage;
 using population_simd::WeightData;
@@ -108,10 +110,12 @@ class PopulationDeltaConv2DOp : public OpKernel {
     const int64_t batch = x.dim_size(0);
     DeltaGeometry g{x.dim_size(1), x.dim_size(2), x.dim_size(3), kernel_size_, stride_,
                     0, 0, w.dim_size(2), input_scale_, input_relu_, nullptr, nullptr};
-    const int64_t pop = w.dim_size(0), k = g.ks * g.ks * g.c;
+    const int64_t pop = w.dim_size(0);
     OP_REQUIRES(ctx, g.h >= g.ks && g.w >= g.ks,
                 errors::InvalidArgument("x spatial size ", g.h, "x", g.w,
                                         " is smaller than kernel_size ", g.ks));
+    int64_t k;
+    OP_REQUIRES_OK(ctx, KernelRows(g.ks, g.c, &k));
     OP_REQUIRES(ctx, w.dim_size(1) == k,
                 errors::InvalidArgument(
                     "w.shape[1] must be kernel_size^2 * C = ", k, ": got w shape ",
@@ -119,7 +123,8 @@ class PopulationDeltaConv2DOp : public OpKernel {
                     " and kernel_size ", g.ks));
     g.out_h = (g.h - g.ks) / g.stride + 1;
     g.out_w = (g.w - g.ks) / g.stride + 1;
-    const TensorShape out_shape({batch, g.out_h, g.out_w, g.n});
+    TensorShape out_shape;
+    OP_REQUIRES_OK(ctx, OutputShape({batch, g.out_h, g.out_w, g.n}, "acc", &out_shape));
     OP_REQUIRES(ctx, acc_prev.shape() == out_shape,
                 errors::InvalidArgument("acc_prev must be the output's shape ",
                                         out_shape.DebugString(), ", got ",
@@ -152,13 +157,23 @@ class PopulationDeltaConv2DOp : public OpKernel {
     const TX* pd = x_prev.flat<TX>().data();
     const float* ad = acc_prev.flat<float>().data();
     float* od = acc->flat<float>().data();
+    const auto fr = fresh.flat<bool>();
+    if (k == 0) {  // no input channels: nothing changes (x may be [B, 2^40, 1, 0])
+      for (int64_t b = 0; b < batch; ++b) {
+        if (fr(b)) {
+          std::memset(od + b * out_size, 0, sizeof(float) * out_size);
+        } else {
+          std::memcpy(od + b * out_size, ad + b * out_size, sizeof(float) * out_size);
+        }
+      }
+      return;
+    }
     const TW* wd = WeightData<T>(w);
     std::vector<int64_t> ox_lo(g.w), ox_hi(g.w);
     for (int64_t x = 0; x < g.w; ++x) Covering(x, g.ks, g.stride, g.out_w, &ox_lo[x], &ox_hi[x]);
     g.ox_lo = ox_lo.data();
     g.ox_hi = ox_hi.data();
     const float* bd = has_bias ? input_bias.flat<float>().data() : nullptr;
-    const auto fr = fresh.flat<bool>();
     // Only a dense layer's rows form runs of more than one (a convolution's
     // kernel is small enough to stay in cache from row to row, and a run is
     // one shard of the thread pool).

@@ -50,7 +50,9 @@ using population_delta::SumDenseRun;
 using population_delta::WindowOf;
 using population_simd::CountCall;
 using population_simd::Isa;
+using population_simd::KernelRows;
 using population_simd::LoadU;
+using population_simd::OutputShape;
 using population_simd::PickByIsa;
 using population_simd::Storage;
 using population_simd::StoreU;
@@ -63,11 +65,15 @@ template <typename TW>
 struct NetLayer {
   DeltaGeometry g;
   std::vector<int64_t> ox_lo, ox_hi;
-  int64_t in_size = 0, out_size = 0, k = 0;
+  int64_t in_size = 0, out_size = 0, k = 0;  // per row
   const float* acc_prev = nullptr;
   float* acc = nullptr;
   const TW* w = nullptr;      // [P, K, N]
   const float* bias = nullptr;  // [P, N]: added to this layer's output
+  // No input channels (its output is zero) or no output channels: nothing
+  // to compute or to pass up, and the layer's sizes may be anything (an
+  // empty input [B, 2^40, 1, 0] is valid), so nothing is sized by them.
+  bool empty = false;
 };
 
 template <typename TX, typename TW>
@@ -83,11 +89,13 @@ struct NetScratch {
   template <typename TX, typename TW>
   explicit NetScratch(const NetCall<TX, TW>& call) : shape(ShapeKey(call)) {
     int64_t max_k = 0, max_n = 0;
+    const DeltaGeometry none{0, 0, 0, 1, 1, 0, 0, 0, 1.f, false, nullptr, nullptr};
     for (const auto& l : call.layers) {
       std::vector<std::unique_ptr<DeltaScratch>> per_row;
-      for (int r = 0; r < kRunRows; ++r) per_row.emplace_back(new DeltaScratch(l.g));
+      for (int r = 0; r < kRunRows; ++r)
+        per_row.emplace_back(new DeltaScratch(l.empty ? none : l.g));
       scratch.push_back(std::move(per_row));
-      row_bias.emplace_back(l.g.w * l.g.c, 0.f);
+      row_bias.emplace_back(l.empty ? 0 : l.g.w * l.g.c, 0.f);
       max_k = std::max(max_k, l.k);
       max_n = std::max(max_n, l.g.n);
     }
@@ -187,6 +195,7 @@ TFRL_INLINE void NetRunImpl(const NetCall<TX, TW>& call, int64_t p, const int64_
   if (ns->bias_of != p) {  // each layer's input bias along an image row
     for (int i = 1; i < num_layers; ++i) {
       const auto& l = call.layers[i];
+      if (l.empty) continue;
       const float* b = call.layers[i - 1].bias + p * l.g.c;
       for (int64_t e = 0; e < l.g.w * l.g.c; ++e) ns->row_bias[i][e] = b[e % l.g.c];
     }
@@ -197,10 +206,12 @@ TFRL_INLINE void NetRunImpl(const NetCall<TX, TW>& call, int64_t p, const int64_
     const DeltaGeometry& g = l.g;
     const TW* w = l.w + p * l.k * g.n;
     const NetLayer<TW>* next = i + 1 < num_layers ? &call.layers[i + 1] : nullptr;
+    if (next != nullptr && next->empty) next = nullptr;  // no changes to pass up
     const float* out_bias = l.bias + p * g.n;
     if (fresh) {
       float* out = l.acc + rows[0] * l.out_size;
       std::memset(out, 0, sizeof(float) * l.out_size);
+      if (l.empty) continue;
       if (i == 0) {
         FreshRowImpl<W>(g, DeltaRow<TX, TW>{call.obs + rows[0] * l.in_size, nullptr, out, w,
                                             ns->row_bias[0].data(), true},
@@ -213,6 +224,7 @@ TFRL_INLINE void NetRunImpl(const NetCall<TX, TW>& call, int64_t p, const int64_
       }
       continue;
     }
+    if (l.empty) continue;  // rows not fresh keep acc_prev (zero, or nothing)
     if (i == 0) {
       for (int r = 0; r < count; ++r) {
         CollectRow(g, DeltaRow<TX, TW>{call.obs + rows[r] * l.in_size,
@@ -355,9 +367,11 @@ class PopulationDeltaNetOp : public OpKernel {
       OP_REQUIRES(ctx, h >= ks && w >= ks,
                   errors::InvalidArgument("layer ", i, ": input size ", h, "x", w,
                                           " is smaller than kernel_size ", ks));
-      OP_REQUIRES(ctx, wt.dim_size(0) == pop && wt.dim_size(1) == ks * ks * c,
-                  errors::InvalidArgument("w[", i, "] must be [P = ", pop, ", ",
-                                          ks * ks * c, ", N] (kernel_size^2 * C), got shape ",
+      int64_t k;
+      OP_REQUIRES_OK(ctx, KernelRows(ks, c, &k));
+      OP_REQUIRES(ctx, wt.dim_size(0) == pop && wt.dim_size(1) == k,
+                  errors::InvalidArgument("w[", i, "] must be [P = ", pop, ", ", k,
+                                          ", N] (kernel_size^2 * C), got shape ",
                                           wt.shape().DebugString()));
       const int64_t n = wt.dim_size(2);
       OP_REQUIRES(ctx, bias.dims() == 2 && bias.dim_size(0) == pop && bias.dim_size(1) == n,
@@ -367,19 +381,18 @@ class PopulationDeltaNetOp : public OpKernel {
       l.g = DeltaGeometry{h, w, c, ks, stride, (h - ks) / stride + 1, (w - ks) / stride + 1,
                           n, i == 0 ? input_scale_ : 1.0f, i > 0 && relus_[i - 1],
                           nullptr, nullptr};
-      const TensorShape out_shape({batch, l.g.out_h, l.g.out_w, n});
+      TensorShape out_shape;
+      OP_REQUIRES_OK(ctx, OutputShape({batch, l.g.out_h, l.g.out_w, n}, "acc", &out_shape));
       OP_REQUIRES(ctx, acc_prev.shape() == out_shape,
                   errors::InvalidArgument("acc_prev[", i, "] must be ",
                                           out_shape.DebugString(), ", got ",
                                           acc_prev.shape().DebugString()));
-      l.ox_lo.resize(w);
-      l.ox_hi.resize(w);
-      for (int64_t x = 0; x < w; ++x) Covering(x, ks, stride, l.g.out_w, &l.ox_lo[x], &l.ox_hi[x]);
-      l.g.ox_lo = l.ox_lo.data();
-      l.g.ox_hi = l.ox_hi.data();
-      l.in_size = h * w * c;
-      l.out_size = l.g.out_h * l.g.out_w * n;
-      l.k = ks * ks * c;
+      // Per-row sizes from the tensors themselves (no overflow when a
+      // layer is empty; a row of an empty batch has no size that matters).
+      l.in_size = i > 0 ? call.layers[i - 1].out_size
+                        : (batch == 0 ? 0 : obs.NumElements() / batch);
+      l.out_size = batch == 0 ? 0 : acc_prev.NumElements() / batch;
+      l.k = k;
       l.acc_prev = acc_prev.flat<float>().data();
       l.w = WeightData<T>(wt);
       l.bias = bias.flat<float>().data();
@@ -387,6 +400,12 @@ class PopulationDeltaNetOp : public OpKernel {
       w = l.g.out_w;
       c = n;
     }
+    OP_REQUIRES(ctx, h == 1 && w == 1,
+                errors::InvalidArgument(
+                    "the last layer must be dense (an output of 1x1 positions, the logits): "
+                    "got ", h, "x", w, " positions from kernel_size ", kernel_sizes_.back(),
+                    " and stride ", strides_.back(), " over its ",
+                    call.layers.back().g.h, "x", call.layers.back().g.w, " input"));
     const auto idx = index.flat<int32>();
     for (int64_t b = 0; b < batch; ++b) {
       OP_REQUIRES(ctx, idx(b) >= 0 && idx(b) < pop,
@@ -406,9 +425,19 @@ class PopulationDeltaNetOp : public OpKernel {
     }
     if (batch == 0) return;
     CountCall(isa_);
+    const auto fr = fresh.flat<bool>();
+    for (NetLayer<TW>& l : call.layers) {
+      l.empty = l.g.c == 0 || l.g.n == 0;
+      if (l.empty) continue;
+      l.ox_lo.resize(l.g.w);
+      l.ox_hi.resize(l.g.w);
+      for (int64_t x = 0; x < l.g.w; ++x)
+        Covering(x, l.g.ks, l.g.stride, l.g.out_w, &l.ox_lo[x], &l.ox_hi[x]);
+      l.g.ox_lo = l.ox_lo.data();
+      l.g.ox_hi = l.ox_hi.data();
+    }
     call.obs = obs.flat<TX>().data();
     call.obs_prev = obs_prev.flat<TX>().data();
-    const auto fr = fresh.flat<bool>();
     const RowRuns runs = NetworkRuns(batch, idx, fr, /*join=*/true);
     const std::vector<int64_t>& order = runs.order;
     const std::vector<int64_t>& run_start = runs.start;
@@ -436,10 +465,11 @@ class PopulationDeltaNetOp : public OpKernel {
       spare_.push_back(std::move(taken));
     };
     int64_t cost = 1;
-    for (const auto& l : call.layers) cost += l.out_size * l.k / 16;
+    for (const auto& l : call.layers)
+      if (!l.empty) cost += l.out_size * l.k / 16;
     auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
     workers->ParallelFor(runs.count(), cost, work);
-    // logits = the last layer's output plus its bias.
+    // logits = the last layer's [1, 1, N] output plus its bias.
     const NetLayer<TW>& last = call.layers.back();
     float* lg = logits->flat<float>().data();
     for (int64_t b = 0; b < batch; ++b) {

@@ -9,9 +9,15 @@
 
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
+
+#include "absl/strings/str_join.h"
 
 #include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+#include "tensorflow/core/platform/errors.h"
 #include "tensorflow/core/platform/status.h"
+#include "tensorflow/core/util/overflow.h"
 
 namespace tensorflow {
 namespace population_simd {
@@ -117,6 +123,27 @@ void CountCall(Path path);
 int64_t CallCount(Path path);
 
 TFRL_INLINE void CountCall(Isa isa) { CountCall(static_cast<Path>(isa)); }
+
+// The shape `dims` of an output called `what`, or InvalidArgument when its
+// size does not fit in int64 (empty inputs may have huge dimensions, e.g. x
+// of shape [1, 2^40, 2^40, 0]; TensorShape's constructor would abort).
+inline Status OutputShape(std::initializer_list<int64_t> dims, const char* what,
+                          TensorShape* shape) {
+  const Status status = TensorShape::BuildTensorShape(dims, shape);
+  if (status.ok()) return status;
+  return errors::InvalidArgument(what, " would have shape [", absl::StrJoin(dims, ", "),
+                                 "], too many elements: ", status.message());
+}
+
+// *k = kernel_size^2 * C, a kernel's rows, or InvalidArgument when that
+// overflows int64 (possible only for an empty x, whose dimensions may be
+// huge).
+inline Status KernelRows(int64_t ks, int64_t c, int64_t* k) {
+  *k = MultiplyWithoutOverflow(MultiplyWithoutOverflow(ks, ks), c);
+  if (*k >= 0) return OkStatus();
+  return errors::InvalidArgument("kernel_size^2 * C = ", ks, "^2 * ", c,
+                                 " does not fit in int64");
+}
 
 // The build of a kernel that ActiveIsa() chose, into *fn (and *isa).
 template <typename Fn>

@@ -319,7 +319,7 @@ bias: L tensors [P, N_i] float32.
 index: [B] int32 network of each row, in [0, P).
 fresh: [B] bool rows to compute in full.
 relus: L - 1 bools, whether layer i's output goes through max(., 0).
-logits: [B, N_{L-1}].
+logits: [B, N_{L-1}]; the last layer must be dense (1x1 output positions).
 acc: the new acc, shaped as acc_prev.
 )doc");
 
