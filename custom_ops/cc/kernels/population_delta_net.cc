@@ -42,10 +42,11 @@ using population_delta::DeltaRow;
 using population_delta::DeltaScratch;
 using population_delta::FreshRowImpl;
 using population_delta::kRunRows;
-using population_delta::NetworkRuns;
-using population_delta::RowRuns;
 using population_delta::MarkTouched;
+using population_delta::NetworkRuns;
+using population_delta::RecomputeIfNotFinite;
 using population_delta::ResetScratch;
+using population_delta::RowRuns;
 using population_delta::SumDenseRun;
 using population_delta::WindowOf;
 using population_simd::CountCall;
@@ -186,6 +187,20 @@ TFRL_INLINE void EmitChanges(const DeltaGeometry& next, int64_t o, const float* 
   }
 }
 
+// Row b of layer 0 (input obs) or of the layer above `below` (input its
+// acc), as the per-layer op sees it, with output `acc` and kernel `w`.
+template <typename TX, typename TW>
+TFRL_INLINE DeltaRow<TX, TW> InputRow(const NetCall<TX, TW>& call, const NetLayer<TW>& first,
+                                      int64_t b, float* acc, const TW* w,
+                                      const float* row_bias) {
+  return {call.obs + b * first.in_size, nullptr, acc, w, row_bias, false};
+}
+template <typename TW>
+TFRL_INLINE DeltaRow<float, TW> InputRow(const NetLayer<TW>& below, int64_t b, float* acc,
+                                         const TW* w, const float* row_bias) {
+  return {below.acc + b * below.out_size, nullptr, acc, w, row_bias, false};
+}
+
 // One run: `count` rows (batch indices `rows`) of network p, all fresh
 // (then count is 1) or none.
 template <int W, typename TX, typename TW>
@@ -245,6 +260,18 @@ TFRL_INLINE void NetRunImpl(const NetCall<TX, TW>& call, int64_t p, const int64_
         dense_rows[r] = {nullptr, nullptr, out, w, nullptr, false};
       }
       SumDenseRun<W>(g, dense_rows, count, ns->windows, size);
+      for (int r = 0; r < count; ++r) {  // as the per-layer op does
+        if (size[r] == 0) continue;
+        if (i == 0) {
+          RecomputeIfNotFinite<W>(g, InputRow(call, l, rows[r], dense_rows[r].acc, w,
+                                              ns->row_bias[0].data()),
+                                  0, ns->windows[r]);
+        } else {
+          RecomputeIfNotFinite<W>(g, InputRow(call.layers[i - 1], rows[r], dense_rows[r].acc,
+                                              w, ns->row_bias[i].data()),
+                                  0, ns->windows[r]);
+        }
+      }
       if (next != nullptr) {
         for (int r = 0; r < count; ++r) {
           if (size[r] > 0)
@@ -263,6 +290,14 @@ TFRL_INLINE void NetRunImpl(const NetCall<TX, TW>& call, int64_t p, const int64_
         float* out = acc + o * g.n;
         if (next != nullptr) std::memcpy(ns->old[0], out, sizeof(float) * g.n);
         AccumulateWindow<W>(out, window, WindowOf(g, *s, o, window), w, g.n);
+        if (i == 0) {
+          RecomputeIfNotFinite<W>(g, InputRow(call, l, rows[r], acc, w, ns->row_bias[0].data()),
+                                  o, window);
+        } else {
+          RecomputeIfNotFinite<W>(g, InputRow(call.layers[i - 1], rows[r], acc, w,
+                                              ns->row_bias[i].data()),
+                                  o, window);
+        }
         if (next != nullptr)
           EmitChanges<W>(next->g, o, ns->old[0], out, out_bias, ns->scratch[i + 1][r].get());
       }

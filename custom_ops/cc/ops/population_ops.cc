@@ -231,6 +231,11 @@ changed since the previous step cost arithmetic (in Atari frames well under
 convolution up to float rounding when acc_prev[b] is the convolution of
 f(x_prev[b]). The rounding differences accumulate step by step, so callers
 mark a row fresh now and then (and whenever its network or episode changes).
+An output whose updated value is not finite (an input value in its window
+became or stopped being inf or NaN, or a sum overflowed) is recomputed from
+its whole window instead, so a non-finite input value reaches only the steps
+whose input holds it, as in the full convolution (inf - inf in the
+accumulator does not poison the steps after).
 
 A dense layer is the same op with kernel_size equal to the spatial size of x
 (x [B, 1, 1, K] and kernel_size 1 for a flat input), K ordered (h, w, C) as a
@@ -307,7 +312,9 @@ w[i][index[b]] into acc[i]; layer 0's input is obs * input_scale, layer i's
 (i >= 1) is acc[i - 1] + bias[i - 1][index[b]], then max(., 0) if
 relus[i - 1]. logits = acc[L - 1] + bias[L - 1][index[b]]. Rows that are
 not fresh update acc_prev by the change of obs since obs_prev; the results
-are bitwise those of the chained per-layer ops. Unlike the chain, each
+are bitwise those of the chained per-layer ops (NaN payloads aside; an
+output whose updated value is not finite is recomputed from its window, as
+there). Unlike the chain, each
 acc_prev[i] is updated in place when TensorFlow lets the op reuse its
 buffer, a layer's input changes are read off the outputs the layer below
 updated instead of found by a scan, and a step is one op.
