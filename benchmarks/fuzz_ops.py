@@ -737,7 +737,8 @@ def gen_population_delta_conv2d(rng):
   elif mutation == "fresh_length":
     over = dict(fresh=tf.ones([b + 1], tf.bool))
   elif mutation == "input_bias_shape":
-    over = dict(input_bias=tf.ones([p + 1, c]) if rng.random() < 0.5 else tf.ones([p, c + 1]))
+    over = dict(input_bias=[tf.ones([p + 1, c]), tf.ones([p, c + 1]), tf.ones([p * c + 1]),
+                            tf.zeros([0, 1])][int(rng.integers(0, 4))])
   elif mutation == "kernel_size_attr":
     over = dict(kernel_size=0)
     expect = _invalid_or_type()
@@ -851,7 +852,7 @@ def gen_population_delta_net(rng):
   acc0 = [np.full((b,) + s, np.nan, np.float32) for s in shapes]
   garbage = _conv_input(rng, obs.shape, tx, 0.3)
   mutation = None
-  if rng.random() < 0.45:
+  if rng.random() < 0.45 and not huge:  # (a bad variant of a huge obs would not fit)
     mutation = str(rng.choice([
         "kernel_sizes_length", "relus_length", "kernel_rows", "bias_shape",
         "acc_prev_shape", "index_out_of_range", "index_length", "fresh_length",

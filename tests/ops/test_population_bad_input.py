@@ -66,6 +66,20 @@ class EmptyAndHugeTest(tf.test.TestCase):
                                            kernel_size=1, stride=1)
     self.assertEqual(acc.shape, (2, 2**20, 2**20, 0))
 
+  def test_empty_input_bias_of_the_wrong_shape_is_refused(self):
+    # Only [P, C] or [0, 0] (none): an empty [P + 1, 0] is not taken for none.
+    x = np.zeros((1, 3, 3, 0), np.float32)
+    for bias in (np.zeros((3, 0), np.float32), np.zeros((0, 1), np.float32)):
+      with self.assertRaisesRegex(tf.errors.InvalidArgumentError,
+                                  r"input_bias must be \[P, C\] = \[2, 0\], or \[0, 0\]"):
+        delta.population_delta_conv2d_op(x, x, np.zeros((1, 2, 2, 4), np.float32),
+                                          np.zeros((2, 0, 4), np.float32), [0], [True],
+                                          kernel_size=2, input_bias=bias)
+    acc = delta.population_delta_conv2d_op(x, x, np.zeros((1, 2, 2, 4), np.float32),
+                                           np.zeros((2, 0, 4), np.float32), [0], [True],
+                                           kernel_size=2, input_bias=np.zeros((2, 0), np.float32))
+    self.assertAllEqual(acc, np.zeros((1, 2, 2, 4)))
+
   def test_delta_net_over_an_empty_observation(self):
     # obs [B, 2^20, 2^20, 0]: layer 0 sees no channels (its output is zero),
     # layer 1 still sees relu(bias 0) and gives logits from it.

@@ -135,12 +135,13 @@ class PopulationDeltaConv2DOp : public OpKernel {
     OP_REQUIRES(ctx, fresh.dims() == 1 && fresh.dim_size(0) == batch,
                 errors::InvalidArgument("fresh must be [B] = [", batch, "], got shape ",
                                         fresh.shape().DebugString()));
-    const bool has_bias = input_bias.NumElements() > 0;
-    OP_REQUIRES(ctx, !has_bias || (input_bias.dims() == 2 && input_bias.dim_size(0) == pop &&
-                                   input_bias.dim_size(1) == g.c),
+    const bool no_bias = input_bias.shape() == TensorShape({0, 0});
+    OP_REQUIRES(ctx, no_bias || (input_bias.dims() == 2 && input_bias.dim_size(0) == pop &&
+                                 input_bias.dim_size(1) == g.c),
                 errors::InvalidArgument("input_bias must be [P, C] = [", pop, ", ", g.c,
-                                        "] or empty, got shape ",
+                                        "], or [0, 0] for none, got shape ",
                                         input_bias.shape().DebugString()));
+    const bool has_bias = input_bias.NumElements() > 0;
     const auto idx = index.flat<int32>();
     for (int64_t b = 0; b < batch; ++b) {
       OP_REQUIRES(ctx, idx(b) >= 0 && idx(b) < pop,

@@ -254,7 +254,7 @@ w: [P, kernel_size * kernel_size * C, N] float32 or bfloat16 (widened
 index: [B] int32 network of each row, in [0, P).
 fresh: [B] bool rows to compute in full.
 input_bias: [P, C] float32 added to the input values of each row's network,
-  or an empty tensor (shape [0, 0]) for none.
+  or shape [0, 0] for none (any other shape is refused).
 input_scale: every input value is multiplied by it before the bias.
 input_relu: whether f ends with max(., 0).
 acc: the output, shaped as acc_prev.
