@@ -1585,7 +1585,8 @@ def fuzz(ops, calls, seed=0, batch=250, timeout=120.0, memory_gb=8.0, env=None, 
       bug_kinds=dict(kinds.most_common()),
       config=dict(ops=list(ops), calls_per_op=calls, seed=seed, batch=batch,
                   timeout_s=timeout, memory_gb=memory_gb,
-                  libraries={k: env[k] for k in env if k.endswith("_OPS_LIBRARY")}),
+                  environment={k: env[k] for k in env if k.endswith("_OPS_LIBRARY") or k in (
+                      "TFRL_POPULATION_ISA", "TFRL_POPULATION_NO_AMX", "TFRL_ALE_NO_SIMD")}),
       per_op=per_op, totals=dict(totals), mutations={k: dict(v) for k, v in mutations.items()},
       first_messages=messages, bugs=bugs, workers=workers,
       seconds=round(time.time() - start, 1))
