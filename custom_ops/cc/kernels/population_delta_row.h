@@ -302,6 +302,24 @@ TFRL_INLINE void FreshRowImpl(const DeltaGeometry& g, const DeltaRow<TX, TW>& r,
     for (int64_t ox = 0; ox < g.out_w; ++ox) FullOutput<W>(g, r, oy, ox, window);
 }
 
+// Whether a lane of v (each 0 or NaN) is NaN: the halves added down to
+// four lanes (0 + NaN is NaN), a few vector adds rather than W compares.
+template <int W>
+TFRL_INLINE bool AnyNanLane(const typename Vec<W>::type& v) {
+  if constexpr (W > 4) {
+    typename Vec<W / 2>::type lo, hi;
+    std::memcpy(&lo, &v, sizeof(lo));
+    std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof(lo), sizeof(hi));
+    return AnyNanLane<W / 2>(lo + hi);
+  } else {
+    float lanes[W];
+    StoreU(lanes, v);
+    float sum = 0.f;
+    for (int i = 0; i < W; ++i) sum += lanes[i];
+    return sum != sum;
+  }
+}
+
 // Whether any of v[0 : n] is NaN or infinite (x - x is NaN exactly then).
 template <int W>
 TFRL_INLINE bool AnyNonFinite(const float* v, int64_t n) {
@@ -312,13 +330,9 @@ TFRL_INLINE bool AnyNonFinite(const float* v, int64_t n) {
     const VF x = LoadU<VF>(v + j);
     bad += x - x;
   }
-  float lanes[W];
-  StoreU(lanes, bad);
   float rest = 0.f;
   for (; j < n; ++j) rest += v[j] - v[j];
-  bool any = rest != rest;
-  for (int i = 0; i < W; ++i) any |= lanes[i] != lanes[i];
-  return any;
+  return rest != rest || AnyNanLane<W>(bad);
 }
 
 // Output o of row r after its changes were added: if any value is not finite
