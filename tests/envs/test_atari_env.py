@@ -117,19 +117,58 @@ def _play_pong(steps=120):
   return frames
 
 
+def _cpu_flags():
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        if line.startswith("flags"):
+          return set(line.split(":", 1)[1].split())
+  except OSError:
+    pass
+  return set()
+
+
 class PortablePathTest(tf.test.TestCase):
-  """The AVX-512 grey-level path and the portable one give the same bytes."""
+  """The SIMD builds of the observation pipeline (AVX-512 VBMI grey levels,
+  AVX2 resize) and the portable ones give the same bytes, and each ran where
+  the test says it did."""
 
   def test_portable_path_matches_default(self):
-    import os, subprocess, sys, tempfile  # pylint: disable=import-outside-toplevel,multiple-imports
+    import json, os, subprocess, sys, tempfile  # pylint: disable=import-outside-toplevel,multiple-imports
+    if "TFRL_ALE_NO_SIMD" in os.environ:
+      self.skipTest("TFRL_ALE_NO_SIMD is set: this process runs the portable builds too")
+    flags = _cpu_flags()
+    simd = {"grey_levels_avx512_vbmi": {"avx512vbmi", "avx512bw"} <= flags,
+            "resize_avx2": "avx2" in flags}
+    if not flags:
+      self.skipTest("no /proc/cpuinfo: cannot tell which builds should run")
+    if not any(simd.values()):
+      print("\n[ale] SKIPPED: this CPU has neither AVX-512 VBMI nor AVX2, so the portable "
+            "builds are all that runs")
+      self.skipTest("this CPU lacks AVX-512 VBMI and AVX2: only the portable builds run")
     out = os.path.join(tempfile.mkdtemp(), "frames.npz")
-    code = ("import numpy as np, sys; sys.path.insert(0, %r); "
-            "from tests.envs import test_atari_env as t; "
-            "np.savez(%r, *t._play_pong())") % (os.getcwd(), out)
+    code = ("import json, numpy as np, sys; sys.path.insert(0, %r); "
+            "from tests.envs import test_atari_env as t; from tfrl.ops import ale; "
+            "np.savez(%r, *t._play_pong()); print('INFO' + json.dumps(ale.kernel_info()))"
+            ) % (os.getcwd(), out)
     env = dict(os.environ, TFRL_ALE_NO_SIMD="1")
-    subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=os.getcwd())
+    proc = subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=os.getcwd(),
+                          capture_output=True, text=True)
+    portable_ran = json.loads([l for l in proc.stdout.splitlines() if l.startswith("INFO")][-1][4:])
     portable = np.load(out)
     default = _play_pong()
+    default_ran = ale_ops.kernel_info()
+    # The builds that ran: SIMD where the CPU has it here, portable there.
+    for path, available in simd.items():
+      self.assertEqual(default_ran[path], available, path)
+      self.assertFalse(portable_ran[path], path)
+    self.assertTrue(portable_ran["grey_levels_portable"] and portable_ran["resize_portable"])
+    self.assertEqual(default_ran["grey_levels_portable"], not simd["grey_levels_avx512_vbmi"])
+    self.assertEqual(default_ran["resize_portable"], not simd["resize_avx2"])
+    lacking = [p for p, available in simd.items() if not available]
+    if lacking:
+      print(f"\n[ale] the CPU lacks the instructions of {lacking}: compared with portable "
+            "only what it has")
     self.assertLen(portable.files, len(default))
     for i, frames in enumerate(default):
       np.testing.assert_array_equal(portable[f"arr_{i}"], frames, err_msg=f"array {i}")
@@ -424,6 +463,23 @@ class BadInputTest(tf.test.TestCase):
         AtariEnv("Pong", 1, **kwargs)
     with self.assertRaises(ValueError):
       AtariEnv("Pong", 0)
+
+  def test_op_rejects_attrs_that_would_crash_or_hang(self):
+    # The raw op (no Python checks in front): values that wrapped around in
+    # the emulator's ints, steps that would never end, and batches whose
+    # observations would not fit in memory are refused, saying what is allowed.
+    from tfrl.envs import atari_env  # pylint: disable=import-outside-toplevel
+    rom_directory = atari_env.default_rom_directory()
+    for kwargs, message in (
+        (dict(frame_skip=2**32), r"frame_skip must be in 1..1000, got 4294967296"),
+        (dict(frame_skip=2**31 - 1), r"frame_skip must be in 1..1000"),
+        (dict(stack=2**32), r"stack must be in 1..64, got 4294967296"),
+        (dict(noop_max=2**31), r"noop_max must be in 0..100000"),
+        (dict(num_envs=64, height=1024, width=1024, grayscale=False, stack=64),
+         r"stacked observations would take 12884901888 bytes .* at most 8589934592")):
+      with self.assertRaisesRegex(tf.errors.InvalidArgumentError, message, msg=str(kwargs)):
+        ale_ops.env_create(game="pong", rom_directory=rom_directory,
+                           **dict(dict(num_envs=1), **kwargs))
 
   def test_closed_env_raises(self):
     env = AtariEnv("Pong", 1)

@@ -324,6 +324,73 @@ class EpilogueAndInputScaleTest(tf.test.TestCase, parameterized.TestCase):
                             epilogue="tanh")
 
 
+class NonFiniteValuesTest(tf.test.TestCase, parameterized.TestCase):
+  """NaN and inf through the GEMM ops: IEEE propagation, row by row."""
+
+  test_session = None
+
+  @parameterized.product(dtype=(tf.float32, tf.bfloat16), shape=(
+      (9, 1, 70, 75, 2),     # streamed rows
+      (6, 1, 300, 80, 2),    # K-chunked rows
+      (13, 5, 40, 37, 3)))   # register blocks and tails
+  def test_matmul_propagates_by_row(self, dtype, shape):
+    b, m, k, n, p = shape
+    rng = np.random.default_rng(k + n)
+    x = rng.standard_normal((b, m, k)).astype(np.float32)
+    w = rng.standard_normal((p, k, n)).astype(np.float32)
+    index = (np.arange(b) % p).astype(np.int32)
+    active = np.ones(b, bool)
+    active[-1] = False
+    clean = population.population_matmul_op(x, tf.cast(w, dtype), index, active).numpy()
+    x[0, 0, 3] = np.nan           # row 0: NaN everywhere in its first M row
+    x[1, m - 1, 5] = np.inf       # row 1: inf times weights of both signs
+    x[-1, 0, 0] = np.nan          # inactive: stays zero
+    w = w.copy()
+    w[p - 1, 7, 2] = np.inf       # rows of network p - 1: column 2 inf or NaN
+    got = population.population_matmul_op(x, tf.cast(w, dtype), index, active).numpy()
+    wq = tf.cast(tf.cast(w, dtype), tf.float32).numpy().astype(np.float64)
+    want = np.zeros((b, m, n))
+    for r in range(b):
+      for i in range(m):
+        for j in range(n):
+          terms = x[r, i].astype(np.float64) * wq[index[r], :, j]
+          with np.errstate(all="ignore"):
+            want[r, i, j] = terms.sum() if active[r] else 0.0
+    self.assertAllEqual(np.isnan(got), np.isnan(want))
+    self.assertAllEqual(np.isinf(got), np.isinf(want))
+    self.assertAllEqual(np.sign(got[np.isinf(got)]), np.sign(want[np.isinf(want)]))
+    self.assertTrue(np.isnan(got[0, 0]).all() and np.isfinite(got[0, 1:]).all())
+    self.assertAllEqual(got[-1], np.zeros_like(got[-1]))
+    # Rows untouched by the NaN and inf are exactly those of the clean run.
+    untouched = [r for r in range(2, b - 1) if index[r] != p - 1]
+    self.assertNotEmpty(untouched)
+    self.assertAllEqual(got[untouched], clean[untouched])
+
+  @parameterized.parameters("float32", "bfloat16")
+  def test_conv_nan_reaches_only_its_windows(self, input_dtype):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 9, 9, 3)).astype(np.float32)
+    x[0, 4, 4, 1] = np.nan
+    x[1, 0, 8, 0] = -np.inf
+    w16 = tf.cast(rng.standard_normal((1, 27, 5)), tf.bfloat16)
+    bias = np.zeros((1, 5), np.float32)
+    bias[0, 3] = np.nan
+    y = population.population_conv2d_op(x, w16, [0, 0], kernel_size=3, stride=2,
+                                        input_dtype=input_dtype, bias=bias,
+                                        relu=True).numpy()
+    # Output (i, j) reads rows 2i .. 2i + 2: pixel (4, 4) is in outputs 1..2 x 1..2.
+    nan0 = np.zeros((4, 4), bool)
+    nan0[1:3, 1:3] = True
+    self.assertAllEqual(np.isnan(y[0, :, :, 0]), nan0)
+    self.assertTrue(np.isnan(y[:, :, :, 3]).all())  # the NaN bias, through the ReLU
+    # -inf at (0, 8) reaches output (0, 3): -inf or NaN before the ReLU;
+    # the ReLU makes -inf zero and keeps NaN.
+    self.assertFalse(np.isinf(y).any())
+    finite = np.ones((4, 4), bool)
+    finite[0, 3] = False
+    self.assertTrue(np.isfinite(y[1, :, :, [0, 1, 2, 4]][:, finite]).all())
+
+
 class BFloat16WeightsTest(tf.test.TestCase, parameterized.TestCase):
   """bfloat16 weights: widened exactly, so equal to float32 weights rounded to bf16."""
 
@@ -508,6 +575,18 @@ class BFloat16InputConvTest(tf.test.TestCase, parameterized.TestCase):
     # the CPU has AMX-BF16. Both compute the same function up to summation
     # order. The portable path equals the float32-input op on the rounded
     # input exactly (same GEMM, same order).
+    info = population.kernel_info()
+    if not info["amx"]:
+      # This process runs the portable path too: check it, and do not
+      # compare it with itself.
+      before = info["calls"]
+      _bf16_input_outputs(check_portable=True)
+      after = population.kernel_info()["calls"]
+      self.assertEqual(after["amx"], before["amx"])
+      print("\n[population kernels] SKIPPED AMX against portable: the AMX path does not "
+            "run here (no AMX-BF16, or turned off)")
+      self.skipTest("the AMX path does not run on this machine (no AMX-BF16, or turned off); "
+                    "only the portable path was checked")
     out = os.path.join(self.get_temp_dir(), "portable.npz")
     code = ("import numpy as np, sys; sys.path.insert(0, %r); "
             "from tests.ops import test_population as t; "
@@ -515,7 +594,9 @@ class BFloat16InputConvTest(tf.test.TestCase, parameterized.TestCase):
     env = dict(os.environ, TFRL_POPULATION_NO_AMX="1", TF_CPP_MIN_LOG_LEVEL="3")
     subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=os.getcwd())
     portable = np.load(out)
+    before = population.kernel_info()["calls"]["amx"]
     default = _bf16_input_outputs()
+    self.assertGreater(population.kernel_info()["calls"]["amx"], before)  # AMX really ran
     self.assertLen(portable.files, len(default))
     for i, (got, (name, *case)) in enumerate(zip(default, _BF16_INPUT_CASES)):
       tol = 1e-4 * np.sqrt(case[5] * case[5] * case[3])

@@ -217,10 +217,6 @@ class PopulationDeltaConv2DTest(tf.test.TestCase, parameterized.TestCase):
                                        kernel_size=1, stride=0)
 
 
-if __name__ == "__main__":
-  tf.test.main()
-
-
 class PopulationDeltaNetTest(tf.test.TestCase, parameterized.TestCase):
   """The whole-network op against the chain of per-layer ops, bit for bit."""
 
@@ -290,3 +286,177 @@ class PopulationDeltaNetTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "relus L - 1"):
       delta.population_delta_net_op(obs, obs, acc, w, bias, [0], [False], kernel_sizes=[4, 1],
                                     strides=[1, 1], relus=[])
+
+
+def _full_sparse(x, w, index, ks, stride, scale=1.0, bias=None, relu=False):
+  """The full convolution of f(x) in float64 over the nonzero values of f(x)
+  only (as the incremental op sums: a zero input adds nothing, even times an
+  inf or NaN weight)."""
+  f = np.asarray(delta.layer_input(x, index, input_scale=scale, input_bias=bias,
+                                   input_relu=relu), np.float64)
+  b, h, w_, c = f.shape
+  oh, ow = (h - ks) // stride + 1, (w_ - ks) // stride + 1
+  out = np.zeros((b, oh, ow, w.shape[2]))
+  with np.errstate(all="ignore"):
+    for r in range(b):
+      k = np.asarray(w[index[r]], np.float64)
+      for i in range(oh):
+        for j in range(ow):
+          patch = f[r, i * stride:i * stride + ks, j * stride:j * stride + ks].reshape(-1)
+          nz = patch != 0
+          out[r, i, j] = (patch[nz, None] * k[nz]).sum(axis=0)
+  return out
+
+
+def _assert_like(test, got, want, atol, msg=""):
+  """Same NaN and infinity pattern, finite values close."""
+  got = np.asarray(got, np.float64)
+  test.assertAllEqual(np.isnan(got), np.isnan(want), msg=f"NaN pattern {msg}")
+  test.assertAllEqual(np.isposinf(got), np.isposinf(want), msg=f"+inf pattern {msg}")
+  test.assertAllEqual(np.isneginf(got), np.isneginf(want), msg=f"-inf pattern {msg}")
+  fin = np.isfinite(want)
+  test.assertAllClose(got[fin], want[fin], rtol=1e-4, atol=atol, msg=msg)
+
+
+class NonFiniteValuesTest(tf.test.TestCase, parameterized.TestCase):
+  """NaN and inf in the incremental ops: they propagate while present, and an
+  accumulator that held them recovers once they are gone (no inf - inf)."""
+
+  test_session = None
+
+  # name, (H, W, C), N, kernel, stride: a convolution and a dense layer
+  # (which sums runs of rows of one network).
+  GEOMETRIES = (("conv", (9, 9, 3), 12, 3, 2), ("dense", (4, 4, 5), 70, 4, 1))
+
+  def _play(self, geometry, values, dtype=tf.float32, relu=False):
+    """Steps: finite, then `values` put in a few places, then finite again."""
+    _, (h, w_, c), n, ks, stride = geometry
+    rng = np.random.default_rng(8)
+    b, p = 6, 2
+    w = tf.cast(rng.standard_normal((p, ks * ks * c, n)), dtype)
+    wf = tf.cast(w, tf.float32).numpy()
+    index = np.array([1, 1, 0, 1, 1, 1], np.int32)
+    bias = rng.standard_normal((p, c)).astype(np.float32) if relu else None
+    kwargs = dict(kernel_size=ks, stride=stride, input_bias=bias, input_relu=relu)
+    x0 = rng.standard_normal((b, h, w_, c)).astype(np.float32)
+    x1 = x0.copy()
+    x1[0, 1, 2, 0] = values[0]
+    x1[3, 2, 1, c - 1] = values[1 % len(values)]
+    x1[4, 0, 0, 1] = values[-1]
+    x2 = x1.copy()
+    x2[~np.isfinite(x2) | (np.abs(x2) > 1e30)] = 0.5
+    x3 = x2.copy()
+    x3[:, 1, 1, :] += 1.0
+    acc = np.full((b, (h - ks) // stride + 1, (w_ - ks) // stride + 1, n), np.nan, np.float32)
+    x_prev, fresh, steps = x0, np.ones(b, bool), []
+    for x in (x0, x1, x2, x3):
+      acc = delta.population_delta_conv2d_op(x, x_prev, acc, w, index, fresh, **kwargs).numpy()
+      steps.append((acc, _full_sparse(x, wf, index, ks, stride, bias=bias, relu=relu)))
+      x_prev, fresh = x, np.zeros(b, bool)
+    return steps
+
+  @parameterized.product(geometry=GEOMETRIES, dtype=(tf.float32, tf.bfloat16),
+                         values=((np.inf, -np.inf), (np.nan,), (np.inf, np.nan)))
+  def test_non_finite_input_comes_and_goes(self, geometry, dtype, values):
+    steps = self._play(geometry, values, dtype)
+    (a0, f0), (a1, f1), (a2, f2), (a3, f3) = steps
+    self.assertTrue(np.isfinite(a0).all())
+    # While present: NaN or inf where the full convolution has them.
+    self.assertFalse(np.isfinite(a1).all())
+    _assert_like(self, a1, f1, 1e-3, "with the values")
+    # Gone: every output finite again and equal to the full convolution.
+    self.assertTrue(np.isfinite(a2).all(), "inf - inf left in the accumulator")
+    _assert_like(self, a2, f2, 1e-3, "after they left")
+    _assert_like(self, a3, f3, 1e-3, "a step later")
+
+  @parameterized.parameters(False, True)
+  def test_overflowing_sum_recovers(self, dense):
+    # Finite inputs whose products overflow float32: the output is inf while
+    # they are there, and exact again once they are gone.
+    shape, ks = ((1, 4, 4, 2), 4) if dense else ((1, 6, 6, 2), 3)
+    w = np.full((1, ks * ks * 2, 5), 2.0, np.float32)
+    x0 = np.ones(shape, np.float32)
+    x1 = x0.copy()
+    x1[0, 2, 2, 1] = 3e38  # 3e38 * 2 overflows
+    x2 = x1.copy()
+    x2[0, 2, 2, 1] = -1.0
+    kwargs = dict(kernel_size=ks, stride=1)
+    out = shape[1] - ks + 1
+    acc = delta.population_delta_conv2d_op(x0, x0, np.zeros((1, out, out, 5), np.float32), w,
+                                           [0], [True], **kwargs)
+    acc = delta.population_delta_conv2d_op(x1, x0, acc, w, [0], [False], **kwargs).numpy()
+    self.assertTrue(np.isposinf(acc[0, 0, 0]).all())
+    acc = delta.population_delta_conv2d_op(x2, x1, acc, w, [0], [False], **kwargs).numpy()
+    want = delta.population_delta_conv2d_reference(x2, x2, acc, w, [0], [True], **kwargs)
+    self.assertAllEqual(acc, want)  # small integers: exact
+
+  def test_nan_weight_reaches_only_nonzero_inputs(self):
+    # The op sums over nonzero input values: a NaN (or inf) weight poisons an
+    # output exactly while its input is nonzero, and not after it is zero.
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((1, 2 * 2 * 1, 3)).astype(np.float32)
+    w[0, 3, 1] = np.nan  # kernel row 3 = window position (1, 1), column 1
+    x0 = np.zeros((1, 3, 3, 1), np.float32)
+    x1 = x0.copy()
+    x1[0, 1, 1, 0] = 2.0  # position (1, 1) is row 3 of output (0, 0)'s window
+    x2 = x0.copy()
+    kwargs = dict(kernel_size=2, stride=1)
+    acc = delta.population_delta_conv2d_op(x0, x0, np.zeros((1, 2, 2, 3), np.float32), w, [0],
+                                           [True], **kwargs)
+    self.assertTrue(np.isfinite(acc).all())
+    acc = delta.population_delta_conv2d_op(x1, x0, acc, w, [0], [False], **kwargs).numpy()
+    self.assertTrue(np.isnan(acc[0, 0, 0, 1]))
+    self.assertEqual(np.isnan(acc).sum(), 1)
+    acc = delta.population_delta_conv2d_op(x2, x1, acc, w, [0], [False], **kwargs).numpy()
+    self.assertAllEqual(acc, np.zeros_like(acc))
+
+  @parameterized.parameters(tf.float32, tf.bfloat16)
+  def test_net_recovers_and_equals_the_chain(self, dtype):
+    rng = np.random.default_rng(9)
+    b, p = 7, 2
+    layers = ((4, 2, 8), (3, 1, 8), (7, 1, 40), (1, 1, 5))  # over [20, 20, 4]
+    kernels, biases, c = [], [], 4
+    for ks, _, n in layers:
+      kernels.append(tf.cast(rng.standard_normal((p, ks * ks * c, n)) / ks, dtype))
+      biases.append(rng.standard_normal((p, n)).astype(np.float32) * 0.3)
+      c = n
+    index = np.array([1, 1, 0, 1, 1, 1, 1], np.int32)
+    geometry = dict(kernel_sizes=[l[0] for l in layers], strides=[l[1] for l in layers],
+                    relus=[True] * 3, input_scale=1.0)
+    x0 = rng.standard_normal((b, 20, 20, 4)).astype(np.float32)
+    x1 = x0.copy()
+    x1[1, 5, 5, 0], x1[4, 12, 3, 2], x1[5, 0, 0, 3] = np.inf, np.nan, -np.inf
+    x2 = x1.copy()
+    x2[~np.isfinite(x2)] = 0.25
+    shapes = ((9, 9, 8), (7, 7, 8), (1, 1, 40), (1, 1, 5))
+    state = [np.full((b,) + s, np.nan, np.float32) for s in shapes]
+    chain = list(state)
+    x_prev, fresh = x0, np.ones(b, bool)
+    for step, x in enumerate((x0, x1, x2, x2)):
+      logits, state = delta.population_delta_net_op(x, x_prev, state, kernels, biases, index,
+                                                    fresh, **geometry)
+      state = [s.numpy() for s in state]
+      # The chain of per-layer ops, bit for bit (any NaN equal to any NaN).
+      new_chain, xi, xp = [], x, x_prev
+      for i, (ks, stride, _) in enumerate(layers):
+        kw = {} if i == 0 else dict(input_bias=biases[i - 1], input_relu=True)
+        out = delta.population_delta_conv2d_op(xi, xp, chain[i], kernels[i], index, fresh,
+                                               kernel_size=ks, stride=stride, **kw).numpy()
+        new_chain.append(out)
+        xi, xp = out, chain[i]
+      for i, (got, want) in enumerate(zip(state, new_chain)):
+        self.assertTrue(np.array_equal(got, want, equal_nan=True), f"step {step} layer {i}")
+      chain = new_chain
+      if step == 1:
+        self.assertFalse(np.isfinite(logits).all(axis=1)[[1, 4, 5]].any())
+        self.assertTrue(np.isfinite(logits.numpy()[[0, 2, 3, 6]]).all())
+      if step >= 2:
+        self.assertTrue(np.isfinite(logits).all(), f"step {step}: poisoned accumulator")
+        full, _ = delta.population_delta_net_op(x, x, state, kernels, biases, index,
+                                                np.ones(b, bool), **geometry)
+        self.assertAllClose(logits, full, rtol=1e-4, atol=1e-3)
+      x_prev, fresh = x, np.zeros(b, bool)
+
+
+if __name__ == "__main__":
+  tf.test.main()

@@ -20,6 +20,15 @@ CPUs with AMX-BF16 the op runs this in AMX tiles (the environment variable
 TFRL_POPULATION_NO_AMX forces its portable path); the reference casts the
 input to bfloat16 and back.
 
+Every kernel is compiled three times, for AVX-512 (F, DQ, BW), AVX2 + FMA and
+the baseline ('sse' on x86-64), and each process runs one build: the widest
+the CPU runs, or the one the environment variable TFRL_POPULATION_ISA names
+(`avx512`, `avx2`, `sse` or `portable` - both the baseline - or `auto`), read
+once when the first op runs. A build the CPU cannot run, or an unknown name,
+is refused: every population op then fails with InvalidArgumentError saying
+which builds the CPU runs (nothing silently falls back). `active_isa()` and
+`kernel_info()` say which build and paths ran.
+
 Both take an optional epilogue, applied to the active rows right after their
 matmul while they are in cache: `bias` ([P, N], each row's network's bias is
 added) and `relu`; the convolution also takes uint8 images with an
@@ -50,6 +59,32 @@ def have_op() -> bool:
     return True
   except ImportError:
     return False
+
+
+def kernel_info() -> dict:
+  """Which builds the population kernels of this process run, and ran.
+
+  Returns a dict: 'isa', the build every kernel runs ('avx512', 'avx2' or
+  'sse'; see the module doc for TFRL_POPULATION_ISA); 'cpu_isas', the builds
+  this CPU runs, widest first; 'amx', whether the bfloat16-input convolution
+  runs in AMX tiles; 'calls', {path: op calls computed on it so far}, for
+  the paths 'sse', 'avx2', 'avx512' and 'amx'.
+
+  Raises InvalidArgumentError when TFRL_POPULATION_ISA names an unknown build
+  or one this CPU cannot run (the ops refuse to run then too).
+  """
+  isa, cpu, amx, names, calls = load_library().population_kernel_info()
+  return {
+      "isa": isa.numpy().decode(),
+      "cpu_isas": tuple(c.decode() for c in cpu.numpy()),
+      "amx": bool(amx.numpy()),
+      "calls": {n.decode(): int(c) for n, c in zip(names.numpy(), calls.numpy())},
+  }
+
+
+def active_isa() -> str:
+  """The ISA build ('avx512', 'avx2' or 'sse') the population kernels run."""
+  return kernel_info()["isa"]
 
 
 WEIGHT_DTYPES = (tf.float32, tf.bfloat16)

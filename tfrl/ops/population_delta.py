@@ -12,7 +12,11 @@ with `kernel_size` equal to the spatial size of its input.
 
 The result equals the full convolution up to float rounding, which
 accumulates from step to step: mark a row fresh when its network or episode
-changes, and now and then (e.g. every 100 steps) to bound the drift.
+changes, and now and then (e.g. every 100 steps) to bound the drift. NaN and
+inf propagate as in the full convolution: an output whose updated value is
+not finite (an inf or NaN entered or left its window, or a sum overflowed) is
+recomputed from its whole window, so `inf - inf` in the accumulator never
+poisons the steps after the non-finite value has gone.
 
 `population_delta_conv2d_reference` computes the full convolution of f(x) in
 plain TensorFlow (x_prev, acc_prev and fresh do not matter to it); it is the

@@ -1,6 +1,7 @@
 #include "ale_batch.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -164,6 +165,20 @@ bool AleBatch::has_observation(int slot) const {
 
 namespace {
 
+std::atomic<bool> g_path_ran[static_cast<int>(ObsPath::kCount)];
+
+void MarkRan(ObsPath path) {
+  std::atomic<bool>& ran = g_path_ran[static_cast<int>(path)];
+  if (!ran.load(std::memory_order_relaxed)) ran.store(true, std::memory_order_relaxed);
+}
+
+// TFRL_ALE_NO_SIMD (any value) forces the portable builds (tests compare
+// the two).
+bool SimdAllowed() {
+  static const bool allowed = std::getenv("TFRL_ALE_NO_SIMD") == nullptr;
+  return allowed;
+}
+
 // Palette indices to grey levels through `table`; with `before`, the max of
 // the two screens' grey levels. The AVX-512 VBMI version looks up 64 pixels
 // at a time (two 128-byte halves of the table, picked by the index's top bit).
@@ -202,10 +217,8 @@ TFRL_VBMI void GreyLevelsVbmi(const uint8_t* table, const uint8_t* raw, const ui
 }
 
 bool HasVbmi() {
-  // TFRL_ALE_NO_SIMD=1 forces the portable path (tests compare the two).
   static const bool has = __builtin_cpu_supports("avx512vbmi") &&
-                          __builtin_cpu_supports("avx512bw") &&
-                          std::getenv("TFRL_ALE_NO_SIMD") == nullptr;
+                          __builtin_cpu_supports("avx512bw") && SimdAllowed();
   return has;
 }
 #endif
@@ -213,12 +226,30 @@ bool HasVbmi() {
 void GreyLevels(const uint8_t* table, const uint8_t* raw, const uint8_t* before, uint8_t* out,
                 size_t n) {
 #ifdef TFRL_X86
-  if (HasVbmi()) return GreyLevelsVbmi(table, raw, before, out, n);
+  if (HasVbmi()) {
+    MarkRan(ObsPath::kGreyAvx512Vbmi);
+    return GreyLevelsVbmi(table, raw, before, out, n);
+  }
 #endif
+  MarkRan(ObsPath::kGreyPortable);
   GreyLevelsScalar(table, raw, before, out, n, 0);
 }
 
 }  // namespace
+
+const char* ObsPathName(ObsPath path) {
+  switch (path) {
+    case ObsPath::kGreyAvx512Vbmi: return "grey_levels_avx512_vbmi";
+    case ObsPath::kGreyPortable: return "grey_levels_portable";
+    case ObsPath::kResizeAvx2: return "resize_avx2";
+    case ObsPath::kResizePortable: return "resize_portable";
+    default: return "unknown";
+  }
+}
+
+bool ObsPathRan(ObsPath path) {
+  return g_path_ran[static_cast<int>(path)].load(std::memory_order_relaxed);
+}
 
 void AleBatch::GrabScreen(Slot* slot, std::vector<uint8_t>* native) const {
   if (config_.grayscale) {
@@ -253,16 +284,17 @@ void AleBatch::KeepBeforeScreen(Slot* slot, Scratch* s) const {
 namespace {
 
 // The two passes of the area resize. Built for AVX2 (with gathers) and for
-// the baseline ISA; the loader picks the one the CPU runs.
+// the baseline ISA; Preprocess picks the one the CPU runs.
 #ifdef TFRL_X86
-#define TFRL_MULTIVERSION __attribute__((target_clones("avx2", "default")))
+#define TFRL_ALE_INLINE inline __attribute__((always_inline))
 #else
-#define TFRL_MULTIVERSION
+#define TFRL_ALE_INLINE inline
 #endif
 
 // dst[y][i] = sum_k w[y][k] * src[begin[y] + k][i] over whole rows.
-TFRL_MULTIVERSION void ResizeRows(const uint8_t* __restrict src, int row_len,
-                                  const AreaWeights& w, int out_rows, float* __restrict dst) {
+TFRL_ALE_INLINE void ResizeRowsImpl(const uint8_t* __restrict src, int row_len,
+                                    const AreaWeights& w, int out_rows,
+                                    float* __restrict dst) {
   for (int y = 0; y < out_rows; ++y) {
     float* __restrict d = dst + static_cast<size_t>(y) * row_len;
     const float* wt = w.weights.data() + static_cast<size_t>(y) * w.taps;
@@ -278,9 +310,9 @@ TFRL_MULTIVERSION void ResizeRows(const uint8_t* __restrict src, int row_len,
 
 // For each row: out[x][ch] = round(sum_k w[x][k] * src[begin[x] + k][ch]),
 // taps outermost so that the loop over x vectorises (as gathers).
-TFRL_MULTIVERSION void ResizeColumns(const float* __restrict src, int rows, int in_width,
-                                     int channels, const AreaWeights& w, int out_width,
-                                     float* __restrict acc, uint8_t* __restrict out) {
+TFRL_ALE_INLINE void ResizeColumnsImpl(const float* __restrict src, int rows, int in_width,
+                                       int channels, const AreaWeights& w, int out_width,
+                                       float* __restrict acc, uint8_t* __restrict out) {
   const int n = out_width * channels;
   const int* begin = w.begin.data();
   for (int y = 0; y < rows; ++y) {
@@ -304,6 +336,29 @@ TFRL_MULTIVERSION void ResizeColumns(const float* __restrict src, int rows, int 
   }
 }
 
+void ResizePortable(const uint8_t* __restrict native, int row_len, const AreaWeights& rows,
+                    int out_rows, float* __restrict tmp, int in_width, int channels,
+                    const AreaWeights& cols, int out_width, float* __restrict acc,
+                    uint8_t* __restrict out) {
+  ResizeRowsImpl(native, row_len, rows, out_rows, tmp);
+  ResizeColumnsImpl(tmp, out_rows, in_width, channels, cols, out_width, acc, out);
+}
+
+#ifdef TFRL_X86
+__attribute__((target("avx2"))) void ResizeAvx2(
+    const uint8_t* __restrict native, int row_len, const AreaWeights& rows, int out_rows,
+    float* __restrict tmp, int in_width, int channels, const AreaWeights& cols, int out_width,
+    float* __restrict acc, uint8_t* __restrict out) {
+  ResizeRowsImpl(native, row_len, rows, out_rows, tmp);
+  ResizeColumnsImpl(tmp, out_rows, in_width, channels, cols, out_width, acc, out);
+}
+
+bool HasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2") && SimdAllowed();
+  return has;
+}
+#endif
+
 }  // namespace
 
 void AleBatch::Preprocess(Scratch* s) const {
@@ -315,9 +370,16 @@ void AleBatch::Preprocess(Scratch* s) const {
   // Rows first: the vertical pass works on whole contiguous rows, and the
   // scattered horizontal pass then runs on out_height rows, not 210.
   const int c = channels();
-  ResizeRows(native, native_width_ * c, rows_, out_height_, s->rows.data());
-  ResizeColumns(s->rows.data(), out_height_, native_width_, c, cols_, out_width_,
-                s->acc.data(), s->frame.data());
+#ifdef TFRL_X86
+  if (HasAvx2()) {
+    MarkRan(ObsPath::kResizeAvx2);
+    return ResizeAvx2(native, native_width_ * c, rows_, out_height_, s->rows.data(),
+                      native_width_, c, cols_, out_width_, s->acc.data(), s->frame.data());
+  }
+#endif
+  MarkRan(ObsPath::kResizePortable);
+  ResizePortable(native, native_width_ * c, rows_, out_height_, s->rows.data(), native_width_,
+                 c, cols_, out_width_, s->acc.data(), s->frame.data());
 }
 
 void AleBatch::PushFrame(Slot* slot, const uint8_t* __restrict frame, bool fill) const {

@@ -56,6 +56,20 @@ struct AreaWeights {
   static AreaWeights Make(int src, int dst);
 };
 
+// The steps of the observation pipeline that have a SIMD build chosen at run
+// time (the widest the CPU runs; TFRL_ALE_NO_SIMD set, any value, forces the
+// portable ones), in the order AleKernelInfo reports them.
+enum class ObsPath : int {
+  kGreyAvx512Vbmi = 0,  // palette to grey levels (and max-pool), 64 pixels a time
+  kGreyPortable,
+  kResizeAvx2,          // the two area-resize passes
+  kResizePortable,
+  kCount
+};
+const char* ObsPathName(ObsPath path);
+// Whether the path ran in this process.
+bool ObsPathRan(ObsPath path);
+
 struct StepOutput {
   float reward = 0.0f;
   bool terminated = false;  // Game over, or a life lost with episodic_life.

@@ -2,6 +2,7 @@
 // input is checked before any emulator moves, so bad input changes nothing.
 #include <atomic>
 #include <filesystem>
+#include <new>
 #include <set>
 #include <string>
 #include <vector>
@@ -52,6 +53,11 @@ bool IsRomId(const std::string& game) {
 
 class AleEnvCreateOp : public OpKernel {
  public:
+  static constexpr int64_t kMaxFrameSkip = 1000;
+  static constexpr int64_t kMaxStack = 64;
+  static constexpr int64_t kMaxNoops = 100000;
+  static constexpr int64_t kMaxObservationBytes = int64_t{1} << 33;  // 8 GiB
+
   explicit AleEnvCreateOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
     int64_t num_envs, frame_skip, height, width, stack, noop_max, max_frames, seed;
     OP_REQUIRES_OK(ctx, ctx->GetAttr("game", &game_));
@@ -82,6 +88,27 @@ class AleEnvCreateOp : public OpKernel {
     OP_REQUIRES(ctx, height <= 1024 && width <= 1024,
                 errors::InvalidArgument("height and width must be in 1..1024, got ",
                                         height, "x", width));
+    // Bounds that keep the emulator's ints (and a step's time) sane.
+    OP_REQUIRES(ctx, frame_skip <= kMaxFrameSkip,
+                errors::InvalidArgument("frame_skip must be in 1..", kMaxFrameSkip, ", got ",
+                                        frame_skip));
+    OP_REQUIRES(ctx, stack <= kMaxStack,
+                errors::InvalidArgument("stack must be in 1..", kMaxStack, ", got ", stack));
+    OP_REQUIRES(ctx, noop_max <= kMaxNoops,
+                errors::InvalidArgument("noop_max must be in 0..", kMaxNoops, ", got ",
+                                        noop_max));
+    // The stacked observations every slot keeps (the screen is 210x160 when
+    // not resized).
+    const int64_t frame = (config_.resize ? height * width : int64_t{210} * 160) *
+                          (config_.grayscale ? 1 : 3);
+    const int64_t bytes = num_envs * frame * stack;
+    OP_REQUIRES(ctx, bytes <= kMaxObservationBytes,
+                errors::InvalidArgument(
+                    "the batch's stacked observations would take ", bytes,
+                    " bytes (num_envs x height x width x channels x stack = ", num_envs, " x ",
+                    config_.resize ? height : 210, " x ", config_.resize ? width : 160, " x ",
+                    config_.grayscale ? 1 : 3, " x ", stack, "); at most ",
+                    kMaxObservationBytes, " are allowed"));
     config_.num_envs = static_cast<int>(num_envs);
     config_.frame_skip = static_cast<int>(frame_skip);
     config_.height = static_cast<int>(height);
@@ -110,7 +137,14 @@ class AleEnvCreateOp : public OpKernel {
                                  config.rom_path, "); available games: ",
                                  JoinGames(rom_directory_)));
     std::unique_ptr<tfrl::AleBatch> batch;
-    const std::string error = tfrl::AleBatch::Create(config, &batch);
+    std::string error;
+    try {
+      error = tfrl::AleBatch::Create(config, &batch);
+    } catch (const std::bad_alloc&) {
+      OP_REQUIRES(ctx, false,
+                  errors::ResourceExhausted("out of memory making ", config.num_envs,
+                                            " emulators of '", game_, "'"));
+    }
     OP_REQUIRES(ctx, error.empty(), errors::InvalidArgument(error));
 
     static std::atomic<int64_t> counter{0};
@@ -311,11 +345,30 @@ class AleActionSetOp : public OpKernel {
   }
 };
 
+// Which SIMD builds of the observation pipeline ran in this process.
+class AleKernelInfoOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Compute(OpKernelContext* ctx) override {
+    constexpr int kPaths = static_cast<int>(tfrl::ObsPath::kCount);
+    Tensor* names;
+    Tensor* ran;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({kPaths}), &names));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({kPaths}), &ran));
+    for (int i = 0; i < kPaths; ++i) {
+      const auto path = static_cast<tfrl::ObsPath>(i);
+      names->vec<tstring>()(i) = tfrl::ObsPathName(path);
+      ran->vec<bool>()(i) = tfrl::ObsPathRan(path);
+    }
+  }
+};
+
 REGISTER_KERNEL_BUILDER(Name("AleEnvCreate").Device(DEVICE_CPU), AleEnvCreateOp);
 REGISTER_KERNEL_BUILDER(Name("AleReset").Device(DEVICE_CPU), AleResetOp);
 REGISTER_KERNEL_BUILDER(Name("AleStep").Device(DEVICE_CPU), AleStepOp);
 REGISTER_KERNEL_BUILDER(Name("AleObserve").Device(DEVICE_CPU), AleObserveOp);
 REGISTER_KERNEL_BUILDER(Name("AleActionSet").Device(DEVICE_CPU), AleActionSetOp);
+REGISTER_KERNEL_BUILDER(Name("AleKernelInfo").Device(DEVICE_CPU), AleKernelInfoOp);
 
 }  // namespace
 }  // namespace tensorflow

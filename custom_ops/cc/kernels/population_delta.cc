@@ -29,6 +29,10 @@ using population_delta::DeltaScratch;
 using population_delta::kRunRows;
 using population_delta::NetworkRuns;
 using population_delta::RowRuns;
+using population_simd::CountCall;
+using population_simd::Isa;
+using population_simd::KernelRows;
+using population_simd::OutputShape;
 using population_simd::PickByIsa;
 using population_simd::Storage;
 using population_simd::WeightData;
@@ -57,13 +61,15 @@ template <typename TX, typename TW>
 using DeltaRunFn = void (*)(const DeltaGeometry&, const DeltaRow<TX, TW>*, int, DeltaScratch*,
                             Change* const*);
 
+// The build TFRL_POPULATION_ISA (or the CPU) chose, into *fn and *isa.
 template <typename TX, typename TW>
-DeltaRunFn<TX, TW> PickDeltaRun() {
+Status PickDeltaRun(DeltaRunFn<TX, TW>* fn, Isa* isa) {
 #if TFRL_X86
   return PickByIsa<DeltaRunFn<TX, TW>>(&DeltaRunAvx512<TX, TW>, &DeltaRunAvx2<TX, TW>,
-                                       &DeltaRunBaseline<TX, TW>);
+                                       &DeltaRunBaseline<TX, TW>, fn, isa);
 #else
-  return &DeltaRunBaseline<TX, TW>;
+  return PickByIsa<DeltaRunFn<TX, TW>>(&DeltaRunBaseline<TX, TW>, &DeltaRunBaseline<TX, TW>,
+                                       &DeltaRunBaseline<TX, TW>, fn, isa);
 #endif
 }
 
@@ -72,8 +78,8 @@ class PopulationDeltaConv2DOp : public OpKernel {
   typedef typename Storage<T>::type TW;
 
  public:
-  explicit PopulationDeltaConv2DOp(OpKernelConstruction* ctx)
-      : OpKernel(ctx), run_fn_(PickDeltaRun<TX, TW>()) {
+  explicit PopulationDeltaConv2DOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, PickDeltaRun<TX, TW>(&run_fn_, &isa_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("kernel_size", &kernel_size_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("stride", &stride_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("input_scale", &input_scale_));
@@ -104,10 +110,12 @@ class PopulationDeltaConv2DOp : public OpKernel {
     const int64_t batch = x.dim_size(0);
     DeltaGeometry g{x.dim_size(1), x.dim_size(2), x.dim_size(3), kernel_size_, stride_,
                     0, 0, w.dim_size(2), input_scale_, input_relu_, nullptr, nullptr};
-    const int64_t pop = w.dim_size(0), k = g.ks * g.ks * g.c;
+    const int64_t pop = w.dim_size(0);
     OP_REQUIRES(ctx, g.h >= g.ks && g.w >= g.ks,
                 errors::InvalidArgument("x spatial size ", g.h, "x", g.w,
                                         " is smaller than kernel_size ", g.ks));
+    int64_t k;
+    OP_REQUIRES_OK(ctx, KernelRows(g.ks, g.c, &k));
     OP_REQUIRES(ctx, w.dim_size(1) == k,
                 errors::InvalidArgument(
                     "w.shape[1] must be kernel_size^2 * C = ", k, ": got w shape ",
@@ -115,7 +123,8 @@ class PopulationDeltaConv2DOp : public OpKernel {
                     " and kernel_size ", g.ks));
     g.out_h = (g.h - g.ks) / g.stride + 1;
     g.out_w = (g.w - g.ks) / g.stride + 1;
-    const TensorShape out_shape({batch, g.out_h, g.out_w, g.n});
+    TensorShape out_shape;
+    OP_REQUIRES_OK(ctx, OutputShape({batch, g.out_h, g.out_w, g.n}, "acc", &out_shape));
     OP_REQUIRES(ctx, acc_prev.shape() == out_shape,
                 errors::InvalidArgument("acc_prev must be the output's shape ",
                                         out_shape.DebugString(), ", got ",
@@ -126,12 +135,13 @@ class PopulationDeltaConv2DOp : public OpKernel {
     OP_REQUIRES(ctx, fresh.dims() == 1 && fresh.dim_size(0) == batch,
                 errors::InvalidArgument("fresh must be [B] = [", batch, "], got shape ",
                                         fresh.shape().DebugString()));
-    const bool has_bias = input_bias.NumElements() > 0;
-    OP_REQUIRES(ctx, !has_bias || (input_bias.dims() == 2 && input_bias.dim_size(0) == pop &&
-                                   input_bias.dim_size(1) == g.c),
+    const bool no_bias = input_bias.shape() == TensorShape({0, 0});
+    OP_REQUIRES(ctx, no_bias || (input_bias.dims() == 2 && input_bias.dim_size(0) == pop &&
+                                 input_bias.dim_size(1) == g.c),
                 errors::InvalidArgument("input_bias must be [P, C] = [", pop, ", ", g.c,
-                                        "] or empty, got shape ",
+                                        "], or [0, 0] for none, got shape ",
                                         input_bias.shape().DebugString()));
+    const bool has_bias = input_bias.NumElements() > 0;
     const auto idx = index.flat<int32>();
     for (int64_t b = 0; b < batch; ++b) {
       OP_REQUIRES(ctx, idx(b) >= 0 && idx(b) < pop,
@@ -142,18 +152,29 @@ class PopulationDeltaConv2DOp : public OpKernel {
     Tensor* acc = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, out_shape, &acc));
     if (acc->NumElements() == 0) return;
+    CountCall(isa_);
     const int64_t image = g.h * g.w * g.c, out_size = g.out_h * g.out_w * g.n;
     const TX* xd = x.flat<TX>().data();
     const TX* pd = x_prev.flat<TX>().data();
     const float* ad = acc_prev.flat<float>().data();
     float* od = acc->flat<float>().data();
+    const auto fr = fresh.flat<bool>();
+    if (k == 0) {  // no input channels: nothing changes (x may be [B, 2^40, 1, 0])
+      for (int64_t b = 0; b < batch; ++b) {
+        if (fr(b)) {
+          std::memset(od + b * out_size, 0, sizeof(float) * out_size);
+        } else {
+          std::memcpy(od + b * out_size, ad + b * out_size, sizeof(float) * out_size);
+        }
+      }
+      return;
+    }
     const TW* wd = WeightData<T>(w);
     std::vector<int64_t> ox_lo(g.w), ox_hi(g.w);
     for (int64_t x = 0; x < g.w; ++x) Covering(x, g.ks, g.stride, g.out_w, &ox_lo[x], &ox_hi[x]);
     g.ox_lo = ox_lo.data();
     g.ox_hi = ox_hi.data();
     const float* bd = has_bias ? input_bias.flat<float>().data() : nullptr;
-    const auto fr = fresh.flat<bool>();
     // Only a dense layer's rows form runs of more than one (a convolution's
     // kernel is small enough to stay in cache from row to row, and a run is
     // one shard of the thread pool).
@@ -204,7 +225,8 @@ class PopulationDeltaConv2DOp : public OpKernel {
   }
 
  private:
-  const DeltaRunFn<TX, TW> run_fn_;
+  DeltaRunFn<TX, TW> run_fn_ = nullptr;
+  Isa isa_ = Isa::kBaseline;
   int kernel_size_ = 1;
   int stride_ = 1;
   float input_scale_ = 1.0f;

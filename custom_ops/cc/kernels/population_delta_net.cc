@@ -42,13 +42,18 @@ using population_delta::DeltaRow;
 using population_delta::DeltaScratch;
 using population_delta::FreshRowImpl;
 using population_delta::kRunRows;
-using population_delta::NetworkRuns;
-using population_delta::RowRuns;
 using population_delta::MarkTouched;
+using population_delta::NetworkRuns;
+using population_delta::RecomputeIfNotFinite;
 using population_delta::ResetScratch;
+using population_delta::RowRuns;
 using population_delta::SumDenseRun;
 using population_delta::WindowOf;
+using population_simd::CountCall;
+using population_simd::Isa;
+using population_simd::KernelRows;
 using population_simd::LoadU;
+using population_simd::OutputShape;
 using population_simd::PickByIsa;
 using population_simd::Storage;
 using population_simd::StoreU;
@@ -61,11 +66,15 @@ template <typename TW>
 struct NetLayer {
   DeltaGeometry g;
   std::vector<int64_t> ox_lo, ox_hi;
-  int64_t in_size = 0, out_size = 0, k = 0;
+  int64_t in_size = 0, out_size = 0, k = 0;  // per row
   const float* acc_prev = nullptr;
   float* acc = nullptr;
   const TW* w = nullptr;      // [P, K, N]
   const float* bias = nullptr;  // [P, N]: added to this layer's output
+  // No input channels (its output is zero) or no output channels: nothing
+  // to compute or to pass up, and the layer's sizes may be anything (an
+  // empty input [B, 2^40, 1, 0] is valid), so nothing is sized by them.
+  bool empty = false;
 };
 
 template <typename TX, typename TW>
@@ -81,11 +90,13 @@ struct NetScratch {
   template <typename TX, typename TW>
   explicit NetScratch(const NetCall<TX, TW>& call) : shape(ShapeKey(call)) {
     int64_t max_k = 0, max_n = 0;
+    const DeltaGeometry none{0, 0, 0, 1, 1, 0, 0, 0, 1.f, false, nullptr, nullptr};
     for (const auto& l : call.layers) {
       std::vector<std::unique_ptr<DeltaScratch>> per_row;
-      for (int r = 0; r < kRunRows; ++r) per_row.emplace_back(new DeltaScratch(l.g));
+      for (int r = 0; r < kRunRows; ++r)
+        per_row.emplace_back(new DeltaScratch(l.empty ? none : l.g));
       scratch.push_back(std::move(per_row));
-      row_bias.emplace_back(l.g.w * l.g.c, 0.f);
+      row_bias.emplace_back(l.empty ? 0 : l.g.w * l.g.c, 0.f);
       max_k = std::max(max_k, l.k);
       max_n = std::max(max_n, l.g.n);
     }
@@ -176,6 +187,20 @@ TFRL_INLINE void EmitChanges(const DeltaGeometry& next, int64_t o, const float* 
   }
 }
 
+// Row b of layer 0 (input obs) or of the layer above `below` (input its
+// acc), as the per-layer op sees it, with output `acc` and kernel `w`.
+template <typename TX, typename TW>
+TFRL_INLINE DeltaRow<TX, TW> InputRow(const NetCall<TX, TW>& call, const NetLayer<TW>& first,
+                                      int64_t b, float* acc, const TW* w,
+                                      const float* row_bias) {
+  return {call.obs + b * first.in_size, nullptr, acc, w, row_bias, false};
+}
+template <typename TW>
+TFRL_INLINE DeltaRow<float, TW> InputRow(const NetLayer<TW>& below, int64_t b, float* acc,
+                                         const TW* w, const float* row_bias) {
+  return {below.acc + b * below.out_size, nullptr, acc, w, row_bias, false};
+}
+
 // One run: `count` rows (batch indices `rows`) of network p, all fresh
 // (then count is 1) or none.
 template <int W, typename TX, typename TW>
@@ -185,6 +210,7 @@ TFRL_INLINE void NetRunImpl(const NetCall<TX, TW>& call, int64_t p, const int64_
   if (ns->bias_of != p) {  // each layer's input bias along an image row
     for (int i = 1; i < num_layers; ++i) {
       const auto& l = call.layers[i];
+      if (l.empty) continue;
       const float* b = call.layers[i - 1].bias + p * l.g.c;
       for (int64_t e = 0; e < l.g.w * l.g.c; ++e) ns->row_bias[i][e] = b[e % l.g.c];
     }
@@ -195,10 +221,12 @@ TFRL_INLINE void NetRunImpl(const NetCall<TX, TW>& call, int64_t p, const int64_
     const DeltaGeometry& g = l.g;
     const TW* w = l.w + p * l.k * g.n;
     const NetLayer<TW>* next = i + 1 < num_layers ? &call.layers[i + 1] : nullptr;
+    if (next != nullptr && next->empty) next = nullptr;  // no changes to pass up
     const float* out_bias = l.bias + p * g.n;
     if (fresh) {
       float* out = l.acc + rows[0] * l.out_size;
       std::memset(out, 0, sizeof(float) * l.out_size);
+      if (l.empty) continue;
       if (i == 0) {
         FreshRowImpl<W>(g, DeltaRow<TX, TW>{call.obs + rows[0] * l.in_size, nullptr, out, w,
                                             ns->row_bias[0].data(), true},
@@ -211,6 +239,7 @@ TFRL_INLINE void NetRunImpl(const NetCall<TX, TW>& call, int64_t p, const int64_
       }
       continue;
     }
+    if (l.empty) continue;  // rows not fresh keep acc_prev (zero, or nothing)
     if (i == 0) {
       for (int r = 0; r < count; ++r) {
         CollectRow(g, DeltaRow<TX, TW>{call.obs + rows[r] * l.in_size,
@@ -231,6 +260,18 @@ TFRL_INLINE void NetRunImpl(const NetCall<TX, TW>& call, int64_t p, const int64_
         dense_rows[r] = {nullptr, nullptr, out, w, nullptr, false};
       }
       SumDenseRun<W>(g, dense_rows, count, ns->windows, size);
+      for (int r = 0; r < count; ++r) {  // as the per-layer op does
+        if (size[r] == 0) continue;
+        if (i == 0) {
+          RecomputeIfNotFinite<W>(g, InputRow(call, l, rows[r], dense_rows[r].acc, w,
+                                              ns->row_bias[0].data()),
+                                  0, ns->windows[r]);
+        } else {
+          RecomputeIfNotFinite<W>(g, InputRow(call.layers[i - 1], rows[r], dense_rows[r].acc,
+                                              w, ns->row_bias[i].data()),
+                                  0, ns->windows[r]);
+        }
+      }
       if (next != nullptr) {
         for (int r = 0; r < count; ++r) {
           if (size[r] > 0)
@@ -249,6 +290,14 @@ TFRL_INLINE void NetRunImpl(const NetCall<TX, TW>& call, int64_t p, const int64_
         float* out = acc + o * g.n;
         if (next != nullptr) std::memcpy(ns->old[0], out, sizeof(float) * g.n);
         AccumulateWindow<W>(out, window, WindowOf(g, *s, o, window), w, g.n);
+        if (i == 0) {
+          RecomputeIfNotFinite<W>(g, InputRow(call, l, rows[r], acc, w, ns->row_bias[0].data()),
+                                  o, window);
+        } else {
+          RecomputeIfNotFinite<W>(g, InputRow(call.layers[i - 1], rows[r], acc, w,
+                                              ns->row_bias[i].data()),
+                                  o, window);
+        }
         if (next != nullptr)
           EmitChanges<W>(next->g, o, ns->old[0], out, out_bias, ns->scratch[i + 1][r].get());
       }
@@ -281,13 +330,15 @@ template <typename TX, typename TW>
 using NetRunFn = void (*)(const NetCall<TX, TW>&, int64_t, const int64_t*, int, bool,
                           NetScratch*);
 
+// The build TFRL_POPULATION_ISA (or the CPU) chose, into *fn and *isa.
 template <typename TX, typename TW>
-NetRunFn<TX, TW> PickNetRun() {
+Status PickNetRun(NetRunFn<TX, TW>* fn, Isa* isa) {
 #if TFRL_X86
   return PickByIsa<NetRunFn<TX, TW>>(&NetRunAvx512<TX, TW>, &NetRunAvx2<TX, TW>,
-                                     &NetRunBaseline<TX, TW>);
+                                     &NetRunBaseline<TX, TW>, fn, isa);
 #else
-  return &NetRunBaseline<TX, TW>;
+  return PickByIsa<NetRunFn<TX, TW>>(&NetRunBaseline<TX, TW>, &NetRunBaseline<TX, TW>,
+                                     &NetRunBaseline<TX, TW>, fn, isa);
 #endif
 }
 
@@ -296,8 +347,8 @@ class PopulationDeltaNetOp : public OpKernel {
   typedef typename Storage<T>::type TW;
 
  public:
-  explicit PopulationDeltaNetOp(OpKernelConstruction* ctx)
-      : OpKernel(ctx), run_fn_(PickNetRun<TX, TW>()) {
+  explicit PopulationDeltaNetOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, PickNetRun<TX, TW>(&run_fn_, &isa_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("L", &num_layers_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("kernel_sizes", &kernel_sizes_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("strides", &strides_));
@@ -351,9 +402,11 @@ class PopulationDeltaNetOp : public OpKernel {
       OP_REQUIRES(ctx, h >= ks && w >= ks,
                   errors::InvalidArgument("layer ", i, ": input size ", h, "x", w,
                                           " is smaller than kernel_size ", ks));
-      OP_REQUIRES(ctx, wt.dim_size(0) == pop && wt.dim_size(1) == ks * ks * c,
-                  errors::InvalidArgument("w[", i, "] must be [P = ", pop, ", ",
-                                          ks * ks * c, ", N] (kernel_size^2 * C), got shape ",
+      int64_t k;
+      OP_REQUIRES_OK(ctx, KernelRows(ks, c, &k));
+      OP_REQUIRES(ctx, wt.dim_size(0) == pop && wt.dim_size(1) == k,
+                  errors::InvalidArgument("w[", i, "] must be [P = ", pop, ", ", k,
+                                          ", N] (kernel_size^2 * C), got shape ",
                                           wt.shape().DebugString()));
       const int64_t n = wt.dim_size(2);
       OP_REQUIRES(ctx, bias.dims() == 2 && bias.dim_size(0) == pop && bias.dim_size(1) == n,
@@ -363,19 +416,18 @@ class PopulationDeltaNetOp : public OpKernel {
       l.g = DeltaGeometry{h, w, c, ks, stride, (h - ks) / stride + 1, (w - ks) / stride + 1,
                           n, i == 0 ? input_scale_ : 1.0f, i > 0 && relus_[i - 1],
                           nullptr, nullptr};
-      const TensorShape out_shape({batch, l.g.out_h, l.g.out_w, n});
+      TensorShape out_shape;
+      OP_REQUIRES_OK(ctx, OutputShape({batch, l.g.out_h, l.g.out_w, n}, "acc", &out_shape));
       OP_REQUIRES(ctx, acc_prev.shape() == out_shape,
                   errors::InvalidArgument("acc_prev[", i, "] must be ",
                                           out_shape.DebugString(), ", got ",
                                           acc_prev.shape().DebugString()));
-      l.ox_lo.resize(w);
-      l.ox_hi.resize(w);
-      for (int64_t x = 0; x < w; ++x) Covering(x, ks, stride, l.g.out_w, &l.ox_lo[x], &l.ox_hi[x]);
-      l.g.ox_lo = l.ox_lo.data();
-      l.g.ox_hi = l.ox_hi.data();
-      l.in_size = h * w * c;
-      l.out_size = l.g.out_h * l.g.out_w * n;
-      l.k = ks * ks * c;
+      // Per-row sizes from the tensors themselves (no overflow when a
+      // layer is empty; a row of an empty batch has no size that matters).
+      l.in_size = i > 0 ? call.layers[i - 1].out_size
+                        : (batch == 0 ? 0 : obs.NumElements() / batch);
+      l.out_size = batch == 0 ? 0 : acc_prev.NumElements() / batch;
+      l.k = k;
       l.acc_prev = acc_prev.flat<float>().data();
       l.w = WeightData<T>(wt);
       l.bias = bias.flat<float>().data();
@@ -383,6 +435,12 @@ class PopulationDeltaNetOp : public OpKernel {
       w = l.g.out_w;
       c = n;
     }
+    OP_REQUIRES(ctx, h == 1 && w == 1,
+                errors::InvalidArgument(
+                    "the last layer must be dense (an output of 1x1 positions, the logits): "
+                    "got ", h, "x", w, " positions from kernel_size ", kernel_sizes_.back(),
+                    " and stride ", strides_.back(), " over its ",
+                    call.layers.back().g.h, "x", call.layers.back().g.w, " input"));
     const auto idx = index.flat<int32>();
     for (int64_t b = 0; b < batch; ++b) {
       OP_REQUIRES(ctx, idx(b) >= 0 && idx(b) < pop,
@@ -401,9 +459,20 @@ class PopulationDeltaNetOp : public OpKernel {
       in_place[i] = call.layers[i].acc == call.layers[i].acc_prev;
     }
     if (batch == 0) return;
+    CountCall(isa_);
+    const auto fr = fresh.flat<bool>();
+    for (NetLayer<TW>& l : call.layers) {
+      l.empty = l.g.c == 0 || l.g.n == 0;
+      if (l.empty) continue;
+      l.ox_lo.resize(l.g.w);
+      l.ox_hi.resize(l.g.w);
+      for (int64_t x = 0; x < l.g.w; ++x)
+        Covering(x, l.g.ks, l.g.stride, l.g.out_w, &l.ox_lo[x], &l.ox_hi[x]);
+      l.g.ox_lo = l.ox_lo.data();
+      l.g.ox_hi = l.ox_hi.data();
+    }
     call.obs = obs.flat<TX>().data();
     call.obs_prev = obs_prev.flat<TX>().data();
-    const auto fr = fresh.flat<bool>();
     const RowRuns runs = NetworkRuns(batch, idx, fr, /*join=*/true);
     const std::vector<int64_t>& order = runs.order;
     const std::vector<int64_t>& run_start = runs.start;
@@ -431,10 +500,11 @@ class PopulationDeltaNetOp : public OpKernel {
       spare_.push_back(std::move(taken));
     };
     int64_t cost = 1;
-    for (const auto& l : call.layers) cost += l.out_size * l.k / 16;
+    for (const auto& l : call.layers)
+      if (!l.empty) cost += l.out_size * l.k / 16;
     auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
     workers->ParallelFor(runs.count(), cost, work);
-    // logits = the last layer's output plus its bias.
+    // logits = the last layer's [1, 1, N] output plus its bias.
     const NetLayer<TW>& last = call.layers.back();
     float* lg = logits->flat<float>().data();
     for (int64_t b = 0; b < batch; ++b) {
@@ -460,7 +530,8 @@ class PopulationDeltaNetOp : public OpKernel {
     return nullptr;
   }
 
-  const NetRunFn<TX, TW> run_fn_;
+  NetRunFn<TX, TW> run_fn_ = nullptr;
+  Isa isa_ = Isa::kBaseline;
   mutex mu_;
   std::vector<std::unique_ptr<NetScratch>> spare_ TF_GUARDED_BY(mu_);
   int num_layers_ = 1;

@@ -270,31 +270,85 @@ TFRL_INLINE void AccumulateWindow(float* out, const Change* window, int64_t size
   }
 }
 
-// A fresh row: each output straight from its window's nonzero values f(x),
-// listed without branches, in the same order as the changes of a row that is
-// not fresh (listing them by position first costs more than it saves here,
-// where every value is a change).
+// Output (oy, ox) of row r in full: its window's nonzero values f(x), listed
+// without branches in (kernel row, column, channel) order, times their
+// kernel rows, added to the output (zero on entry).
+template <int W, typename TX, typename TW>
+TFRL_INLINE void FullOutput(const DeltaGeometry& g, const DeltaRow<TX, TW>& r, int64_t oy,
+                            int64_t ox, Change* window) {
+  const int64_t seg = g.ks * g.c;  // one window row: ks columns of C channels
+  const float* bs = r.row_bias + ox * g.stride * g.c;
+  int64_t size = 0;
+  for (int64_t ky = 0; ky < g.ks; ++ky) {
+    const TX* src = r.x + ((oy * g.stride + ky) * g.w + ox * g.stride) * g.c;
+    const int32_t k0 = static_cast<int32_t>(ky * seg);
+    for (int64_t t = 0; t < seg; ++t) {
+      float v = static_cast<float>(src[t]) * g.scale + bs[t];
+      if (g.relu) v = v < 0.f ? 0.f : v;
+      window[size] = {v, k0 + static_cast<int32_t>(t)};
+      size += v != 0.f;
+    }
+  }
+  AccumulateWindow<W>(r.acc + (oy * g.out_w + ox) * g.n, window, size, r.w, g.n);
+}
+
+// A fresh row: each output straight from its window, in the same order as
+// the changes of a row that is not fresh (listing them by position first
+// costs more than it saves here, where every value is a change).
 template <int W, typename TX, typename TW>
 TFRL_INLINE void FreshRowImpl(const DeltaGeometry& g, const DeltaRow<TX, TW>& r,
                               Change* window) {
-  const int64_t seg = g.ks * g.c;  // one window row: ks columns of C channels
-  for (int64_t oy = 0; oy < g.out_h; ++oy) {
-    for (int64_t ox = 0; ox < g.out_w; ++ox) {
-      const float* bs = r.row_bias + ox * g.stride * g.c;
-      int64_t size = 0;
-      for (int64_t ky = 0; ky < g.ks; ++ky) {
-        const TX* src = r.x + ((oy * g.stride + ky) * g.w + ox * g.stride) * g.c;
-        const int32_t k0 = static_cast<int32_t>(ky * seg);
-        for (int64_t t = 0; t < seg; ++t) {
-          float v = static_cast<float>(src[t]) * g.scale + bs[t];
-          if (g.relu) v = v < 0.f ? 0.f : v;
-          window[size] = {v, k0 + static_cast<int32_t>(t)};
-          size += v != 0.f;
-        }
-      }
-      AccumulateWindow<W>(r.acc + (oy * g.out_w + ox) * g.n, window, size, r.w, g.n);
-    }
+  for (int64_t oy = 0; oy < g.out_h; ++oy)
+    for (int64_t ox = 0; ox < g.out_w; ++ox) FullOutput<W>(g, r, oy, ox, window);
+}
+
+// Whether a lane of v (each 0 or NaN) is NaN: the halves added down to
+// four lanes (0 + NaN is NaN), a few vector adds rather than W compares.
+template <int W>
+TFRL_INLINE bool AnyNanLane(const typename Vec<W>::type& v) {
+  if constexpr (W > 4) {
+    typename Vec<W / 2>::type lo, hi;
+    std::memcpy(&lo, &v, sizeof(lo));
+    std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof(lo), sizeof(hi));
+    return AnyNanLane<W / 2>(lo + hi);
+  } else {
+    float lanes[W];
+    StoreU(lanes, v);
+    float sum = 0.f;
+    for (int i = 0; i < W; ++i) sum += lanes[i];
+    return sum != sum;
   }
+}
+
+// Whether any of v[0 : n] is NaN or infinite (x - x is NaN exactly then).
+template <int W>
+TFRL_INLINE bool AnyNonFinite(const float* v, int64_t n) {
+  typedef typename Vec<W>::type VF;
+  VF bad = VF{};
+  int64_t j = 0;
+  for (; j + W <= n; j += W) {
+    const VF x = LoadU<VF>(v + j);
+    bad += x - x;
+  }
+  float rest = 0.f;
+  for (; j < n; ++j) rest += v[j] - v[j];
+  return rest != rest || AnyNanLane<W>(bad);
+}
+
+// Output o of row r after its changes were added: if any value is not finite
+// (an input in its window became or stopped being inf or NaN, or a sum
+// overflowed), recomputes it in full from its window. acc_prev plus a change
+// cannot be trusted there: inf - inf is NaN, and a NaN or inf in acc_prev
+// would otherwise stay in every later step. So a non-finite input reaches
+// only the steps whose input holds it, as in the full convolution.
+template <int W, typename TX, typename TW>
+TFRL_INLINE void RecomputeIfNotFinite(const DeltaGeometry& g, const DeltaRow<TX, TW>& r,
+                                      int64_t o, Change* window) {
+  float* out = r.acc + o * g.n;
+  if (!AnyNonFinite<W>(out, g.n)) return;
+  std::memset(out, 0, sizeof(float) * g.n);
+  const int64_t oy = o / g.out_w;
+  FullOutput<W>(g, r, oy, o - oy * g.out_w, window);
 }
 
 // A row's first pass: its changes f(x) - f(x_prev) by input position, the
@@ -368,6 +422,7 @@ TFRL_INLINE void DeltaRowImpl(const DeltaGeometry& g, const DeltaRow<TX, TW>& r,
   for (int64_t t = 0; t < s->num_touched; ++t) {
     const int32_t o = s->touched_list[t];
     AccumulateWindow<W>(r.acc + o * g.n, window, WindowOf(g, *s, o, window), r.w, g.n);
+    RecomputeIfNotFinite<W>(g, r, o, window);
   }
   ResetScratch(s);
 }
@@ -415,6 +470,8 @@ TFRL_INLINE void DenseRunImpl(const DeltaGeometry& g, const DeltaRow<TX, TW>* ro
     ResetScratch(s);
   }
   SumDenseRun<W>(g, rows, count, windows, size);
+  for (int r = 0; r < count; ++r)
+    if (size[r] > 0) RecomputeIfNotFinite<W>(g, rows[r], 0, s->window.get());
 }
 
 // A batch's rows in network order (stable in b), cut into runs of up to

@@ -1,13 +1,14 @@
 // CPU kernels of PopulationMatmul and PopulationConv2D (see population_ops.cc).
 //
-// Active rows are bucketed by network (counting sort), every bucket becomes
+// Active rows are bucketed by network (a stable sort), every bucket becomes
 // one GEMM whose A and C rows are addressed through row pointers (no gather
 // copy of x, no copy of w; for convolutions the A rows are the image patches
 // read in place, so there is no im2col buffer either), and the buckets are cut into work units that run
 // on the intra-op thread pool. The GEMM is a register-blocked micro-kernel
 // written with GCC vector extensions and compiled three times (AVX-512, AVX2 +
-// FMA, baseline SSE); the best one the CPU supports is picked at run time, so
-// the library runs on any x86-64 CPU whatever flags TensorFlow was built with.
+// FMA, baseline SSE); the widest one the CPU supports is picked at run time
+// (or the one TFRL_POPULATION_ISA names, see population_isa.cc), so the
+// library runs on any x86-64 CPU whatever flags TensorFlow was built with.
 //
 // Weights come as float32 or bfloat16 (template TW). bfloat16 halves the bytes
 // that a step streams through a population's dense layers (one weight read per
@@ -40,8 +41,13 @@
 namespace tensorflow {
 namespace {
 
+using population_simd::CountCall;
+using population_simd::Isa;
+using population_simd::KernelRows;
 using population_simd::LoadU;
 using population_simd::LoadW;
+using population_simd::OutputShape;
+using population_simd::Path;
 using population_simd::PickByIsa;
 using population_simd::Storage;
 using population_simd::StoreU;
@@ -314,28 +320,37 @@ void GemmBaseline(const GemmArgs<TW>& g) {
 template <typename TW>
 using GemmFn = void (*)(const GemmArgs<TW>&);
 
+// The build TFRL_POPULATION_ISA (or the CPU) chose, into *gemm and *isa.
 template <typename TW>
-GemmFn<TW> PickGemm() {
+Status PickGemm(GemmFn<TW>* gemm, Isa* isa) {
 #if TFRL_X86
-  return PickByIsa<GemmFn<TW>>(&GemmAvx512<TW>, &GemmAvx2<TW>, &GemmBaseline<TW>);
+  return PickByIsa<GemmFn<TW>>(&GemmAvx512<TW>, &GemmAvx2<TW>, &GemmBaseline<TW>, gemm, isa);
 #else
-  return &GemmBaseline<TW>;
+  return PickByIsa<GemmFn<TW>>(&GemmBaseline<TW>, &GemmBaseline<TW>, &GemmBaseline<TW>, gemm,
+                               isa);
 #endif
 }
 
-// The active rows bucketed by network (counting sort, stable in b): bucket p
-// is order[start[p], start[p + 1]). Fails on an active row whose network
-// index is outside [0, pop).
+// The active rows grouped by network, stable in b: bucket r holds the rows
+// order[begin, end) of network p (only networks with active rows have a
+// bucket, in increasing p). A sort of the active rows, so that the cost does
+// not grow with P (a w of shape [2^40, 0, N] is valid). Fails on an active
+// row whose network index is outside [0, pop).
 struct Buckets {
-  std::vector<int64_t> start, order;
+  struct Bucket {
+    int64_t p, begin, end;
+  };
+  std::vector<int64_t> order;
+  std::vector<Bucket> buckets;
 };
 
 Status BucketRows(const Tensor& index, const Tensor& active, int64_t pop, Buckets* out) {
   const int64_t batch = index.dim_size(0);
   const auto idx = index.flat<int32>();
   const auto act = active.flat<bool>();
-  std::vector<int64_t>& start = out->start;
-  start.assign(pop + 1, 0);
+  std::vector<int64_t>& order = out->order;
+  order.clear();
+  out->buckets.clear();
   for (int64_t b = 0; b < batch; ++b) {
     if (!act(b)) continue;
     const int32 p = idx(b);
@@ -343,13 +358,18 @@ Status BucketRows(const Tensor& index, const Tensor& active, int64_t pop, Bucket
       return errors::InvalidArgument("index[", b, "] = ", p,
                                      " is out of range: expected a value in [0, ", pop,
                                      ") (w.shape[0] = P) for an active row");
-    ++start[p + 1];
+    order.push_back(b);
   }
-  for (int64_t p = 0; p < pop; ++p) start[p + 1] += start[p];
-  out->order.assign(start[pop], 0);
-  std::vector<int64_t> fill(start.begin(), start.end() - 1);
-  for (int64_t b = 0; b < batch; ++b)
-    if (act(b)) out->order[fill[idx(b)]++] = b;
+  std::stable_sort(order.begin(), order.end(),
+                   [&idx](int64_t a, int64_t b) { return idx(a) < idx(b); });
+  for (int64_t r = 0; r < static_cast<int64_t>(order.size()); ++r) {
+    const int64_t p = idx(order[r]);
+    if (out->buckets.empty() || out->buckets.back().p != p) {
+      out->buckets.push_back({p, r, r + 1});
+    } else {
+      out->buckets.back().end = r + 1;
+    }
+  }
   return OkStatus();
 }
 
@@ -428,11 +448,11 @@ void RunGrouped(OpKernelContext* ctx, GemmFn<TW> gemm, const Tensor& index,
     }
     return;
   }
-  const std::vector<int64_t>& count = buckets.start;
   const std::vector<int64_t>& order = buckets.order;
-  const int64_t num_active = count[pop];
+  const int64_t num_active = static_cast<int64_t>(order.size());
   if (num_active == 0) return;
-  // Row pointers grouped by network: bucket p owns [count[p] * m, count[p+1] * m).
+  // Row pointers grouped by network: a bucket's rows [begin, end) own
+  // [begin * m, end * m).
   std::vector<const float*> arows(num_active * m);
   std::vector<float*> crows(num_active * m);
   for (int64_t r = 0; r < num_active; ++r) {
@@ -453,10 +473,10 @@ void RunGrouped(OpKernelContext* ctx, GemmFn<TW> gemm, const Tensor& index,
     int64_t p, begin, end;
   };
   std::vector<Unit> units;
-  for (int64_t p = 0; p < pop; ++p) {
-    const int64_t begin = count[p] * m, end = count[p + 1] * m;
+  for (const Buckets::Bucket& bucket : buckets.buckets) {
+    const int64_t begin = bucket.begin * m, end = bucket.end * m;
     for (int64_t s = begin; s < end; s += chunk)
-      units.push_back({p, s, std::min(end, s + chunk)});
+      units.push_back({bucket.p, s, std::min(end, s + chunk)});
   }
   const int64_t cost = std::max<int64_t>(1, total_rows * k * n / units.size());
   auto work = [&](int64_t first, int64_t last) {
@@ -499,8 +519,8 @@ class PopulationMatmulOp : public OpKernel {
   typedef typename Storage<T>::type TW;
 
  public:
-  explicit PopulationMatmulOp(OpKernelConstruction* ctx)
-      : OpKernel(ctx), gemm_(PickGemm<TW>()) {
+  explicit PopulationMatmulOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, PickGemm<TW>(&gemm_, &isa_));
     OP_REQUIRES_OK(ctx, ParseEpilogue(ctx, &add_bias_, &relu_));
   }
 
@@ -525,8 +545,10 @@ class PopulationMatmulOp : public OpKernel {
                     ", N] for x shape ", x.shape().DebugString()));
     Epilogue epilogue;
     OP_REQUIRES_OK(ctx, MakeEpilogue(ctx, add_bias_, relu_, pop, n, &epilogue));
+    TensorShape y_shape;
+    OP_REQUIRES_OK(ctx, OutputShape({batch, m, n}, "y", &y_shape));
     Tensor* y = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({batch, m, n}), &y));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, y_shape, &y));
     if (y->NumElements() == 0) {
       // Still validate the indices of active rows.
       RunGrouped<TW>(ctx, gemm_, index, active, pop, 0, GemmArgs<TW>{},
@@ -534,6 +556,7 @@ class PopulationMatmulOp : public OpKernel {
                      [](int64_t, int64_t) { return static_cast<const float*>(nullptr); });
       return;
     }
+    CountCall(isa_);
     const float* xp = x.flat<float>().data();
     GemmArgs<TW> geo{nullptr, nullptr, 0, nullptr, k, n, k, 1, 0};
     RunGrouped(ctx, gemm_, index, active, pop, m, geo, WeightData<T>(w),
@@ -543,7 +566,8 @@ class PopulationMatmulOp : public OpKernel {
   }
 
  private:
-  const GemmFn<TW> gemm_;
+  GemmFn<TW> gemm_ = nullptr;
+  Isa isa_ = Isa::kBaseline;
   bool add_bias_ = false;
   bool relu_ = false;
 };
@@ -578,7 +602,7 @@ void RunAmxConv(OpKernelContext* ctx, const tfrl_population::ConvGeometry& g,
   const int64_t image_size = g.h * g.w * g.c, out_size = g.m * g.n;
   for (int64_t b = 0; b < batch; ++b)
     if (!act(b)) std::memset(y + b * out_size, 0, sizeof(float) * out_size);
-  const int64_t num_active = buckets.start[pop];
+  const int64_t num_active = static_cast<int64_t>(buckets.order.size());
   if (num_active == 0) return;
   const int64_t items_per_image = (g.m + kAmxPositions - 1) / kAmxPositions;
   const int num_threads = ctx->device()->tensorflow_cpu_worker_threads()->num_threads;
@@ -588,10 +612,10 @@ void RunAmxConv(OpKernelContext* ctx, const tfrl_population::ConvGeometry& g,
     int64_t p, begin, end;  // items [begin, end) of bucket p, item = r * items_per_image + q
   };
   std::vector<Unit> units;
-  for (int64_t p = 0; p < pop; ++p) {
-    const int64_t begin = buckets.start[p] * items_per_image,
-                  end = buckets.start[p + 1] * items_per_image;
-    for (int64_t s = begin; s < end; s += chunk) units.push_back({p, s, std::min(end, s + chunk)});
+  for (const Buckets::Bucket& bucket : buckets.buckets) {
+    const int64_t begin = bucket.begin * items_per_image, end = bucket.end * items_per_image;
+    for (int64_t s = begin; s < end; s += chunk)
+      units.push_back({bucket.p, s, std::min(end, s + chunk)});
   }
   const int64_t cost = std::max<int64_t>(1, chunk * kAmxPositions * g.k * g.n / 64);
   const std::vector<int64_t>& order = buckets.order;
@@ -654,8 +678,8 @@ class PopulationConv2DOp : public OpKernel {
   typedef typename Storage<T>::type TW;
 
  public:
-  explicit PopulationConv2DOp(OpKernelConstruction* ctx)
-      : OpKernel(ctx), gemm_(PickGemm<TW>()) {
+  explicit PopulationConv2DOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, PickGemm<TW>(&gemm_, &isa_));
     OP_REQUIRES_OK(ctx, ParseEpilogue(ctx, &add_bias_, &relu_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("input_scale", &input_scale_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("kernel_size", &kernel_size_));
@@ -674,7 +698,8 @@ class PopulationConv2DOp : public OpKernel {
                 errors::InvalidArgument("input_dtype 'bfloat16' needs bfloat16 kernels "
                                         "(T = bfloat16), got T = ",
                                         DataTypeString(DataTypeToEnum<T>::v())));
-    use_amx_ = round_input_ && tfrl_population::AmxBf16Usable();
+    // AMX converts with AVX-512 instructions: only where that build is active.
+    use_amx_ = round_input_ && isa_ == Isa::kAvx512 && tfrl_population::AmxBf16Usable();
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -691,11 +716,13 @@ class PopulationConv2DOp : public OpKernel {
     const int64_t batch = x.dim_size(0), h = x.dim_size(1), wd = x.dim_size(2),
                   c = x.dim_size(3);
     const int64_t ks = kernel_size_, st = stride_;
-    const int64_t pop = w.dim_size(0), k = ks * ks * c, n = w.dim_size(2);
+    const int64_t pop = w.dim_size(0), n = w.dim_size(2);
     OP_REQUIRES_OK(ctx, CheckIndexAndActive(index, active, batch));
     OP_REQUIRES(ctx, h >= ks && wd >= ks,
                 errors::InvalidArgument("x spatial size ", h, "x", wd,
                                         " is smaller than kernel_size ", ks));
+    int64_t k;
+    OP_REQUIRES_OK(ctx, KernelRows(ks, c, &k));
     OP_REQUIRES(ctx, w.dim_size(1) == k,
                 errors::InvalidArgument(
                     "w.shape[1] must be kernel_size^2 * C = ", k, ": got w shape ",
@@ -704,9 +731,10 @@ class PopulationConv2DOp : public OpKernel {
     Epilogue epilogue;
     OP_REQUIRES_OK(ctx, MakeEpilogue(ctx, add_bias_, relu_, pop, n, &epilogue));
     const int64_t oh = (h - ks) / st + 1, ow = (wd - ks) / st + 1;
+    TensorShape y_shape;
+    OP_REQUIRES_OK(ctx, OutputShape({batch, oh, ow, n}, "y", &y_shape));
     Tensor* y = nullptr;
-    OP_REQUIRES_OK(ctx,
-                   ctx->allocate_output(0, TensorShape({batch, oh, ow, n}), &y));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, y_shape, &y));
     if (y->NumElements() == 0) {
       // Still validate the indices of active rows.
       Buckets unused;
@@ -726,6 +754,7 @@ class PopulationConv2DOp : public OpKernel {
       ConvertInput(ctx, xin, active, h * wd * c, input_scale_, round, cp);
       xp = cp;
     }
+    CountCall(use_amx_ && k > 0 ? Path::kAmx : static_cast<Path>(isa_));
     if (use_amx_ && k > 0) {
       const tfrl_population::ConvGeometry g{h, wd, c, ks, st, ow, oh * ow, k, n};
       RunAmxConv(ctx, g, index, active, pop,
@@ -744,7 +773,8 @@ class PopulationConv2DOp : public OpKernel {
   }
 
  private:
-  const GemmFn<TW> gemm_;
+  GemmFn<TW> gemm_ = nullptr;
+  Isa isa_ = Isa::kBaseline;
   int kernel_size_ = 1;
   int stride_ = 1;
   float input_scale_ = 1.0f;

@@ -42,12 +42,16 @@ its first AleStep.
 
 game: ALE ROM id, e.g. "pong" or "space_invaders".
 rom_directory: directory that holds the ROM files.
-frame_skip: emulator frames per agent step; rewards are summed over them.
+num_envs: 1..4096 emulators.
+frame_skip: emulator frames per agent step (1..1000); rewards are summed
+  over them.
 max_pool: observe the max of the last two frames of a step (removes flicker).
 grayscale: ALE's luminance (1 channel) rather than RGB (3 channels).
 resize: resize to height x width by area averaging; false keeps 210x160.
-stack: frames stacked on the channel axis, oldest first.
-noop_max: on reset, take uniform 1..noop_max no-op frames (0: none).
+stack: frames stacked on the channel axis (1..64), oldest first; all slots'
+  stacked observations together may take at most 8 GiB.
+noop_max: on reset, take uniform 1..noop_max no-op frames (0: none; at most
+  100000).
 fire_reset: on reset, press FIRE for one step in games that need it.
 repeat_action_probability: ALE's sticky actions (0.25 in the v5 protocol).
 full_action_space: the 18 legal actions rather than the game's minimal set.
@@ -150,6 +154,28 @@ REGISTER_OP("AleActionSet")
     })
     .Doc(R"doc(
 The ALE action ids of the batch's action set; agent action i means actions[i].
+)doc");
+
+REGISTER_OP("AleKernelInfo")
+    .Output("path: string")
+    .Output("ran: bool")
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) {
+      c->set_output(0, c->Vector(4));
+      c->set_output(1, c->Vector(4));
+      return absl::OkStatus();
+    })
+    .Doc(R"doc(
+Which builds of the observation pipeline ran in this process.
+
+Two steps have a SIMD build picked at run time: the palette-to-grey-level
+conversion (with the max-pool), AVX-512 VBMI where the CPU has it, and the
+area resize, AVX2 where the CPU has it. The environment variable
+TFRL_ALE_NO_SIMD (any value, read once) forces the portable build of both.
+
+path: ['grey_levels_avx512_vbmi', 'grey_levels_portable', 'resize_avx2',
+  'resize_portable'].
+ran: whether each ran (for any batch) since the library was loaded.
 )doc");
 
 }  // namespace tensorflow

@@ -1,5 +1,7 @@
-// Registers PopulationMatmul, PopulationConv2D and PopulationDeltaConv2D: the masked heterogeneous batching op of tfrl's
-// neuroevolution (Uber AI's accelerated deep neuroevolution, Such et al. 2018).
+// Registers PopulationMatmul, PopulationConv2D, PopulationDeltaConv2D and
+// PopulationDeltaNet: the masked heterogeneous batching ops of tfrl's
+// neuroevolution (Uber AI's accelerated deep neuroevolution, Such et al.
+// 2018); and PopulationKernelInfo, which says which ISA build they run.
 
 #include <string>
 
@@ -229,6 +231,11 @@ changed since the previous step cost arithmetic (in Atari frames well under
 convolution up to float rounding when acc_prev[b] is the convolution of
 f(x_prev[b]). The rounding differences accumulate step by step, so callers
 mark a row fresh now and then (and whenever its network or episode changes).
+An output whose updated value is not finite (an input value in its window
+became or stopped being inf or NaN, or a sum overflowed) is recomputed from
+its whole window instead, so a non-finite input value reaches only the steps
+whose input holds it, as in the full convolution (inf - inf in the
+accumulator does not poison the steps after).
 
 A dense layer is the same op with kernel_size equal to the spatial size of x
 (x [B, 1, 1, K] and kernel_size 1 for a flat input), K ordered (h, w, C) as a
@@ -247,7 +254,7 @@ w: [P, kernel_size * kernel_size * C, N] float32 or bfloat16 (widened
 index: [B] int32 network of each row, in [0, P).
 fresh: [B] bool rows to compute in full.
 input_bias: [P, C] float32 added to the input values of each row's network,
-  or an empty tensor (shape [0, 0]) for none.
+  or shape [0, 0] for none (any other shape is refused).
 input_scale: every input value is multiplied by it before the bias.
 input_relu: whether f ends with max(., 0).
 acc: the output, shaped as acc_prev.
@@ -305,7 +312,9 @@ w[i][index[b]] into acc[i]; layer 0's input is obs * input_scale, layer i's
 (i >= 1) is acc[i - 1] + bias[i - 1][index[b]], then max(., 0) if
 relus[i - 1]. logits = acc[L - 1] + bias[L - 1][index[b]]. Rows that are
 not fresh update acc_prev by the change of obs since obs_prev; the results
-are bitwise those of the chained per-layer ops. Unlike the chain, each
+are bitwise those of the chained per-layer ops (NaN payloads aside; an
+output whose updated value is not finite is recomputed from its window, as
+there). Unlike the chain, each
 acc_prev[i] is updated in place when TensorFlow lets the op reuse its
 buffer, a layer's input changes are read off the outputs the layer below
 updated instead of found by a scan, and a step is one op.
@@ -317,8 +326,43 @@ bias: L tensors [P, N_i] float32.
 index: [B] int32 network of each row, in [0, P).
 fresh: [B] bool rows to compute in full.
 relus: L - 1 bools, whether layer i's output goes through max(., 0).
-logits: [B, N_{L-1}].
+logits: [B, N_{L-1}]; the last layer must be dense (1x1 output positions).
 acc: the new acc, shaped as acc_prev.
+)doc");
+
+REGISTER_OP("PopulationKernelInfo")
+    .Output("isa: string")
+    .Output("cpu_isas: string")
+    .Output("amx: bool")
+    .Output("path_names: string")
+    .Output("path_calls: int64")
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) {
+      c->set_output(0, c->Scalar());
+      c->set_output(1, c->Vector(c->UnknownDim()));
+      c->set_output(2, c->Scalar());
+      c->set_output(3, c->Vector(4));
+      c->set_output(4, c->Vector(4));
+      return OkStatus();
+    })
+    .Doc(R"doc(
+Which builds the population kernels of this process run, and how often each ran.
+
+Every kernel (GEMM, convolution, delta ops) is compiled three times: AVX-512
+(F, DQ, BW), AVX2 + FMA, and the baseline ('sse' on x86-64, 'portable'
+elsewhere). One build is chosen per process: the widest the CPU runs, or the
+one the environment variable TFRL_POPULATION_ISA names (avx512, avx2, sse or
+portable; auto or unset for the widest), read once. A name the CPU cannot
+run, or an unknown one, fails every population op (and this one) with
+InvalidArgument instead of running another build.
+
+isa: the build chosen for this process.
+cpu_isas: the builds this CPU runs, widest first.
+amx: whether the bfloat16-input convolution runs in AMX tiles (the CPU and OS
+  allow them, TFRL_POPULATION_NO_AMX is unset and the AVX-512 build is
+  chosen).
+path_names: ['sse' or 'portable', 'avx2', 'avx512', 'amx'].
+path_calls: how many op calls computed on each path so far in this process.
 )doc");
 
 }  // namespace tensorflow

@@ -1,0 +1,164 @@
+// Which ISA build the population kernels run (TFRL_POPULATION_ISA, read once
+// per process), the count of op calls on each path, and the kernel of
+// PopulationKernelInfo, which reports both (see population_ops.cc).
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+#include "population_amx.h"
+#include "population_simd.h"
+
+namespace tensorflow {
+namespace population_simd {
+
+namespace {
+
+constexpr char kEnvVar[] = "TFRL_POPULATION_ISA";
+
+struct IsaChoice {
+  Isa isa = Isa::kBaseline;
+  Status status;
+};
+
+std::string CpuIsaList() {
+  std::string list;
+  for (int i = kNumIsas - 1; i >= 0; --i) {
+    const Isa isa = static_cast<Isa>(i);
+    if (!CpuRunsIsa(isa)) continue;
+    if (!list.empty()) list += ", ";
+    list += IsaName(isa);
+  }
+  return list;
+}
+
+IsaChoice Choose() {
+  IsaChoice choice;
+  for (int i = kNumIsas - 1; i >= 0; --i) {  // the widest the CPU runs
+    if (CpuRunsIsa(static_cast<Isa>(i))) {
+      choice.isa = static_cast<Isa>(i);
+      break;
+    }
+  }
+  const char* env = std::getenv(kEnvVar);
+  const std::string value = env == nullptr ? "" : env;
+  if (value.empty() || value == "auto") return choice;
+  Isa wanted;
+  if (value == "avx512") {
+    wanted = Isa::kAvx512;
+  } else if (value == "avx2") {
+    wanted = Isa::kAvx2;
+  } else if (value == "sse" || value == "portable") {
+    wanted = Isa::kBaseline;
+  } else {
+    choice.status = errors::InvalidArgument(
+        kEnvVar, " must be one of auto, avx512, avx2, sse or portable (sse and portable "
+        "both name the baseline build), got '", value, "'");
+    return choice;
+  }
+  if (!CpuRunsIsa(wanted)) {
+    choice.status = errors::InvalidArgument(
+        kEnvVar, "=", value, " asks for the ", IsaName(wanted),
+        " build of the population kernels, which this CPU cannot run; builds it runs: ",
+        CpuIsaList(), " (or unset the variable for the widest)");
+    return choice;
+  }
+  choice.isa = wanted;
+  return choice;
+}
+
+std::atomic<int64_t> g_calls[kNumPaths];
+
+}  // namespace
+
+const char* IsaName(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512: return "avx512";
+    case Isa::kAvx2: return "avx2";
+    default: return TFRL_X86 ? "sse" : "portable";
+  }
+}
+
+const char* PathName(Path path) {
+  return path == Path::kAmx ? "amx" : IsaName(static_cast<Isa>(path));
+}
+
+bool CpuRunsIsa(Isa isa) {
+#if TFRL_X86
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  switch (isa) {
+    case Isa::kAvx512:  // the AVX-512 build's target attribute names all five
+      return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("avx512bw");
+    case Isa::kAvx2: return avx2;
+    default: return true;
+  }
+#else
+  return isa == Isa::kBaseline;
+#endif
+}
+
+Status ActiveIsa(Isa* isa) {
+  static const IsaChoice* choice = new IsaChoice(Choose());
+  *isa = choice->isa;
+  return choice->status;
+}
+
+void CountCall(Path path) {
+  g_calls[static_cast<int>(path)].fetch_add(1, std::memory_order_relaxed);
+}
+
+int64_t CallCount(Path path) {
+  return g_calls[static_cast<int>(path)].load(std::memory_order_relaxed);
+}
+
+}  // namespace population_simd
+
+namespace {
+
+using population_simd::Isa;
+using population_simd::kNumIsas;
+using population_simd::kNumPaths;
+using population_simd::Path;
+
+class PopulationKernelInfoOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+
+  void Compute(OpKernelContext* ctx) override {
+    Isa isa;
+    OP_REQUIRES_OK(ctx, population_simd::ActiveIsa(&isa));
+    std::vector<Isa> cpu;
+    for (int i = kNumIsas - 1; i >= 0; --i)
+      if (population_simd::CpuRunsIsa(static_cast<Isa>(i))) cpu.push_back(static_cast<Isa>(i));
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &out));
+    out->scalar<tstring>()() = population_simd::IsaName(isa);
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(
+                            1, TensorShape({static_cast<int64_t>(cpu.size())}), &out));
+    for (size_t i = 0; i < cpu.size(); ++i)
+      out->vec<tstring>()(i) = population_simd::IsaName(cpu[i]);
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({}), &out));
+    // The AMX tiles run only where the AVX-512 build does (they convert with
+    // AVX-512 instructions), so a narrower TFRL_POPULATION_ISA turns them off.
+    out->scalar<bool>()() = isa == Isa::kAvx512 && tfrl_population::AmxBf16Usable();
+    Tensor* names = nullptr;
+    Tensor* calls = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({kNumPaths}), &names));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(4, TensorShape({kNumPaths}), &calls));
+    for (int i = 0; i < kNumPaths; ++i) {
+      names->vec<tstring>()(i) = population_simd::PathName(static_cast<Path>(i));
+      calls->vec<int64_t>()(i) = population_simd::CallCount(static_cast<Path>(i));
+    }
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("PopulationKernelInfo").Device(DEVICE_CPU), PopulationKernelInfoOp);
+
+}  // namespace
+}  // namespace tensorflow
