@@ -28,6 +28,14 @@ class RunFailed(RuntimeError):
   """The run cannot go on; what it saved (its last checkpoint) stays."""
 
 
+_prog = "tfrl"
+
+
+def prog() -> str:
+  """The running entry point's name, e.g. "tfrl.ga" (set by `run`)."""
+  return _prog
+
+
 def fail(prog: str, message, code: int = 2) -> NoReturn:
   print(f"{prog}: error: {message}", file=sys.stderr)
   sys.exit(code)
@@ -35,6 +43,8 @@ def fail(prog: str, message, code: int = 2) -> NoReturn:
 
 def run(main: Callable, prog: str) -> None:
   """absl's app.run(main), with bad input reported by `fail`."""
+  global _prog
+  _prog = prog
 
   def checked_main(argv):
     try:

@@ -26,6 +26,8 @@ from typing import Mapping
 
 import tensorflow as tf
 
+from tfrl import stopping
+
 OUTPUT_KEYS = ("probs", "action", "value")
 SIGNATURE_KEY = "serving_default"
 INPUT_NAME = "obs"
@@ -123,9 +125,10 @@ def export_policy(policy_module, observation_spec: tf.TensorSpec,
     # any, is the previous one, untouched.
     shutil.rmtree(tmp_dir, ignore_errors=True)
     raise
-  if os.path.exists(export_dir):
-    os.rename(export_dir, old_dir)
-  os.rename(tmp_dir, export_dir)
+  with stopping.critical():
+    if os.path.exists(export_dir):
+      os.rename(export_dir, old_dir)
+    os.rename(tmp_dir, export_dir)
   if os.path.exists(old_dir):
     shutil.rmtree(old_dir, ignore_errors=True)
   return export_dir

@@ -377,8 +377,8 @@ class GA3C:
     start_time = time.time()
     last_stats = last_ckpt = last_adjust = start_time
     try:
-      # Ctrl-C / SIGTERM end the loop; a second one during shutdown gets the
-      # default behaviour.
+      # Ctrl-C / SIGTERM end the loop; another one during the shutdown and
+      # final save abandons the save.
       with stopping.on_signals(self.stop):
         self.set_worker_count("trainers", cfg.trainers)
         self.set_worker_count("predictors", cfg.predictors)
@@ -410,7 +410,8 @@ class GA3C:
         # final rolling score, so keep the one the stopping rule saw.
         self._stop = (reason, self.stats.rolling_score)
     finally:
-      self.shutdown()
+      with stopping.final_save(cfg.logdir):
+        self.shutdown()
     if self._error is not None:
       raise self._error
     self.summary["seconds"] = time.time() - start_time

@@ -196,7 +196,8 @@ def run(algorithm, config: RunConfig, observation_spec: tf.TensorSpec,
     print_fn(f"[{algorithm.name}] stopped by a signal; the checkpoint in {config.logdir} "
              f"holds generation {algorithm.generation} (resume with --resume)")
   if config.export and algorithm.generation > 0:
-    _export(algorithm, export_dir, observation_spec, writer)
+    with stopping.final_save(config.logdir):
+      _export(algorithm, export_dir, observation_spec, writer)
     print_fn(f"[{algorithm.name}] elite ({algorithm.elite_score:.2f}) exported to "
              f"{export_dir}")
   writer.close()

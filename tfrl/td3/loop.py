@@ -274,24 +274,25 @@ def train(config: config_lib.TD3Config, plan=None,
     elif eval_return is None or not config.eval_every or t % config.eval_every:
       eval_return = evaluate(learner.act, eval_env, config.eval_episodes, 10_000 + t)
       tf.summary.scalar("eval/return", eval_return, step=t)
-  save_checkpoint()
-  writer.flush()
-  report = tl.compression_report(learner.networks)
-  summary = {
-      "env": config.env, "env_steps": t, "completed": t >= config.total_steps, "training_iterations": int(learner.num_updates),
-      "eval_return": eval_return,
-      "train_return_last10": float(np.mean(recent)) if recent else None,
-      "final_compression_ratio": report["total"]["compression_ratio"],
-      "average_compression_ratio": tracker.average(),
-      "dense_params": report["total"]["dense_params"],
-      "stored_params": report["total"]["stored_params"],
-      "stored_bytes": report["total"]["bytes"],
-      "layers": report["layers"],
-      "wall_seconds": float(seconds),
-  }
-  if export:
-    summary.update(export_policies(learner, plan, logdir))
-  atomic_files.write_json(os.path.join(logdir, "summary.json"), summary, indent=1)
+  with stopping.final_save(logdir):
+    save_checkpoint()
+    writer.flush()
+    report = tl.compression_report(learner.networks)
+    summary = {
+        "env": config.env, "env_steps": t, "completed": t >= config.total_steps, "training_iterations": int(learner.num_updates),
+        "eval_return": eval_return,
+        "train_return_last10": float(np.mean(recent)) if recent else None,
+        "final_compression_ratio": report["total"]["compression_ratio"],
+        "average_compression_ratio": tracker.average(),
+        "dense_params": report["total"]["dense_params"],
+        "stored_params": report["total"]["stored_params"],
+        "stored_bytes": report["total"]["bytes"],
+        "layers": report["layers"],
+        "wall_seconds": float(seconds),
+    }
+    if export:
+      summary.update(export_policies(learner, plan, logdir))
+    atomic_files.write_json(os.path.join(logdir, "summary.json"), summary, indent=1)
   env.close()
   eval_env.close()
   return summary
