@@ -1,11 +1,13 @@
 """Tests for `python -m tfrl.evaluate` on saved policies."""
 
 import contextlib
+import dataclasses
 import io
 import json
 import os
 import subprocess
 import sys
+from unittest import mock
 
 from absl import flags
 from absl.testing import flagsaver
@@ -23,7 +25,8 @@ _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _run(*args):
-  env = dict(os.environ, PYTHONPATH=_REPO, TF_CPP_MIN_LOG_LEVEL="3")
+  path = os.pathsep.join(p for p in (_REPO, os.environ.get("PYTHONPATH")) if p)
+  env = dict(os.environ, PYTHONPATH=path, TF_CPP_MIN_LOG_LEVEL="3")
   return subprocess.run([sys.executable, "-m", "tfrl.evaluate", *args],
                         capture_output=True, text=True, env=env, cwd=_REPO,
                         timeout=240, check=False)
@@ -45,6 +48,36 @@ def _export_discrete(directory, obs_shape, dtype, num_actions, torso):
   policy = export.DiscretePolicy(net)
   return export.export_policy(
       policy, tf.TensorSpec((None,) + tuple(obs_shape), dtype), directory)
+
+
+def _gif_frames(path):
+  """(frame size (w, h), total duration in ms) of a GIF."""
+  from PIL import Image, ImageSequence  # pylint: disable=import-outside-toplevel
+  with Image.open(path) as image:
+    durations = [frame.info["duration"] for frame in ImageSequence.Iterator(image)]
+    return image.size, sum(durations)
+
+
+def _mp4_frames(test, path):
+  """The decoded RGB frames of an MP4 (OpenCV decodes both encoders' output)."""
+  try:
+    import cv2  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    test.skipTest("no cv2 to decode the MP4 (pip install opencv-python-headless)")
+  capture = cv2.VideoCapture(path)
+  frames = []
+  while True:
+    ok, frame = capture.read()
+    if not ok:
+      break
+    frames.append(frame[..., ::-1])
+  capture.release()
+  return frames
+
+
+def _need_mp4(test):
+  if evaluate._mp4_backend() is None:  # pylint: disable=protected-access
+    test.skipTest(f"no MP4 encoder installed: {evaluate.VIDEO_EXTRA}")
 
 
 class EvaluateCLITest(tf.test.TestCase, parameterized.TestCase):
@@ -78,11 +111,11 @@ class EvaluateCLITest(tf.test.TestCase, parameterized.TestCase):
     policy = _export_discrete(os.path.join(tmp, "pong"), (84, 84, 4),
                               tf.uint8, 6, networks.AtariTorso())
     report_path = os.path.join(tmp, "pong.json")
-    gif = os.path.join(tmp, "pong.gif")
+    gif = os.path.join(tmp, "new", "folder", "pong.gif")  # folders are created
     result = _run(f"--policy={policy}", "--game=PongNoFrameskip-v4",
                   "--episodes=2", "--max_episode_frames=400", "--noop_max=5",
                   "--repeat_action_probability=0.25",
-                  f"--output={report_path}", f"--record={gif}")
+                  f"--output={report_path}", f"--record={gif}", "--record_fps=25")
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
     with open(report_path) as f:
       report = json.load(f)
@@ -91,7 +124,50 @@ class EvaluateCLITest(tf.test.TestCase, parameterized.TestCase):
     # The frame cap truncates: 400 frames (no-op start frames included) is at
     # most 100 steps of 4 frames; a random policy loses no Pong game so fast.
     self.assertTrue(all(90 <= l <= 100 for l in report["lengths"]), str(report))
-    self.assertTrue(os.path.isfile(gif))
+    # By default the native RGB screen: the first one and one per step of
+    # slot 0's first episode.
+    record = report["record"]
+    self.assertEqual((record["view"], record["frame_shape"], record["diverged_at"]),
+                     ("screen", [210, 160, 3], None))
+    # (Either slot may finish first: their no-op starts differ.)
+    self.assertIn(record["frames"] - 1, report["lengths"])
+    size, duration = _gif_frames(gif)
+    self.assertEqual(size, (160, 210))
+    # GIF merges identical frames in a row, adding up their durations.
+    self.assertEqual(duration, record["frames"] * 40)
+    self.assertIn(f"recording: {gif} ({record['frames']} frames)", result.stdout)
+
+  @parameterized.named_parameters(
+      ("mp4_screen", ".mp4", "screen", (210, 160)),
+      ("mp4_agent", ".mp4", "agent", (168, 168)),
+      ("gif_agent", ".gif", "agent", (168, 168)),
+  )
+  def test_atari_recording(self, extension, view, shape):
+    if extension == ".mp4":
+      _need_mp4(self)
+    tmp = self.get_temp_dir()
+    policy = os.path.join(tmp, "pong_policy")
+    if not os.path.exists(policy):
+      _export_discrete(policy, (84, 84, 4), tf.uint8, 6, networks.AtariTorso())
+    report_path = os.path.join(tmp, f"{view}{extension}.json")
+    video = os.path.join(tmp, f"pong_{view}{extension.upper()}")  # any case
+    result = _run(f"--policy={policy}", "--game=PongNoFrameskip-v4",
+                  "--episodes=1", "--max_episode_frames=240", "--seed=3",
+                  f"--output={report_path}", f"--record={video}",
+                  f"--record_view={view}")
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    with open(report_path) as f:
+      report = json.load(f)
+    record = report["record"]
+    self.assertEqual(record["frames"], report["lengths"][0] + 1)
+    self.assertEqual(record["frame_shape"], [*shape, 3])
+    self.assertFalse(os.path.exists(video[:-4] + ".tmp" + extension.upper()))
+    if extension == ".gif":
+      self.assertEqual(_gif_frames(video)[0], shape[::-1])
+      return
+    frames = _mp4_frames(self, video)
+    self.assertLen(frames, record["frames"])
+    self.assertEqual(frames[0].shape, (*shape, 3))
 
   def test_missing_policy_is_one_readable_line(self):
     result = _run("--policy=/nonexistent/policy", "--env=CartPole-v1")
@@ -106,6 +182,13 @@ class EvaluateCLITest(tf.test.TestCase, parameterized.TestCase):
       ("unknown_env", {"env": "NoSuchEnv-v0"}, "NoSuchEnv"),
       ("both", {"env": "CartPole-v1", "game": "Pong"}, "exactly one"),
       ("shape", {"game": "PongNoFrameskip-v4"}, "shape"),
+      ("record_extension", {"env": "CartPole-v1", "record": "episode.avi"},
+       "--record=episode.avi: the file must end in .gif or .mp4"),
+      ("record_no_extension", {"env": "CartPole-v1", "record": "episode"},
+       "must end in .gif or .mp4"),
+      ("record_fps", {"env": "CartPole-v1", "record": "e.gif", "record_fps": 0},
+       "--record_fps must be >= 1"),
+      ("num_envs", {"env": "CartPole-v1", "num_envs": -1}, "--num_envs must be >= 0"),
   )
   def test_bad_input_in_process(self, flag_values, message):
     policy = os.path.join(self.get_temp_dir(), "bad_input_policy")
@@ -122,6 +205,52 @@ class EvaluateCLITest(tf.test.TestCase, parameterized.TestCase):
     lines = stderr.getvalue().strip().splitlines()
     self.assertLen(lines, 1)
     self.assertIn(message, lines[0])
+
+
+  def _main_error(self, **flag_values):
+    """The one stderr line and exit code of main() with these flags."""
+    policy = os.path.join(self.get_temp_dir(), "bad_input_policy")
+    if not os.path.exists(policy):
+      _export_discrete(policy, (4,), tf.float32, 2, networks.MLPTorso([4]))
+    if not FLAGS.is_parsed():
+      FLAGS.mark_as_parsed()
+    values = {"policy": policy, "game": None, "env": "CartPole-v1", **flag_values}
+    stderr = io.StringIO()
+    with flagsaver.flagsaver(**values), contextlib.redirect_stderr(stderr):
+      with self.assertRaises(SystemExit) as cm:
+        evaluate.main(["evaluate"])
+    lines = stderr.getvalue().strip().splitlines()
+    self.assertLen(lines, 1, stderr.getvalue())
+    return cm.exception.code, lines[0]
+
+  def test_mp4_without_an_encoder_says_what_to_install(self):
+    # As if neither imageio-ffmpeg nor OpenCV were installed.
+    with mock.patch.dict(sys.modules, {"imageio_ffmpeg": None, "cv2": None}):
+      code, line = self._main_error(record=os.path.join(self.get_temp_dir(), "e.mp4"))
+    self.assertEqual(code, 2)
+    self.assertIn("writing .mp4 needs a video encoder: pip install 'tfrl[video]'", line)
+
+  def test_record_folder_that_cannot_be_made(self):
+    blocker = os.path.join(self.get_temp_dir(), "a_file")
+    with open(blocker, "w") as f:
+      f.write("x")
+    code, line = self._main_error(record=os.path.join(blocker, "sub", "e.gif"))
+    self.assertEqual(code, 2)
+    self.assertIn("cannot create its folder", line)
+    folder = os.path.join(self.get_temp_dir(), "a_folder.gif")
+    os.makedirs(folder, exist_ok=True)
+    code, line = self._main_error(record=folder)
+    self.assertEqual(code, 2)
+    self.assertIn("is a folder; give a file name", line)
+
+  def test_bad_extension_exits_non_zero_in_a_process(self):
+    result = _run("--policy=/nonexistent/policy", "--env=CartPole-v1",
+                  "--record=episode.webm")
+    self.assertEqual(result.returncode, 2)
+    self.assertNotIn("Traceback", result.stderr)
+    errors = [l for l in result.stderr.splitlines() if "tfrl.evaluate" in l]
+    self.assertLen(errors, 1, result.stderr[-2000:])
+    self.assertIn("must end in .gif or .mp4", errors[0])
 
 
 class TruncatedPolicyTest(tf.test.TestCase, parameterized.TestCase):
@@ -175,11 +304,123 @@ class EvaluateFunctionTest(tf.test.TestCase):
   def test_continuous_policy_on_pendulum(self):
     policy = _Continuous()
     env = GymEnv("Pendulum-v1", 2, seed=0)
+    viewer = evaluate.make_viewer(evaluate.EvalConfig(
+        policy="p", env="Pendulum-v1", seed=0, record_view="agent"))
     scores, lengths, frames = evaluate.evaluate(
-        lambda obs: policy(obs), env, 2, step_cap=30, record=True)
+        lambda obs: policy(obs), env, 2, step_cap=30, viewer=viewer)
     self.assertEqual(lengths, [30, 30])
     self.assertTrue(all(s < 0 for s in scores))  # Pendulum costs are < 0.
-    self.assertLen(frames, 30)
+    # The first observation and one per step: the viewer replayed all 30.
+    self.assertLen(frames, 31)
+    self.assertIsNone(viewer.diverged_at)
+    self.assertEqual(frames[0].shape, (96, 3 * 24, 3))  # bars of the 3 numbers
+
+  def test_gym_screen_view_renders_or_falls_back(self):
+    viewer = evaluate.make_viewer(evaluate.EvalConfig(policy="p", env="CartPole-v1"))
+    viewer.start()
+    if viewer.view == "screen":  # pygame installed: gymnasium's own picture
+      self.assertEqual(viewer.frames[0].shape, (400, 600, 3))
+    else:  # no renderer: the observation, drawn
+      self.assertEqual(viewer.frames[0].shape, (96, 4 * 24, 3))
+    viewer.close()
+
+
+class ViewerTest(tf.test.TestCase):
+  """The one-slot viewer plays slot 0's game: the claim --record rests on."""
+  test_session = None
+
+  def _config(self, **kwargs):
+    return evaluate.EvalConfig(
+        policy="p", game="PongNoFrameskip-v4", noop_max=30,
+        repeat_action_probability=0.25, max_episode_frames=1200, seed=5, **kwargs)
+
+  def test_viewers_replay_slot_0_of_a_batch(self):
+    config = self._config()
+    # The evaluated env (84x84 grey, max-pooled, stacked) and, to compare the
+    # screens with, the same slots shown as native RGB.
+    env = evaluate.make_env(config, 3)
+    rgb = evaluate.make_env(config, 3, max_pool=False, grayscale=False,
+                            screen_size=None, stack=1)
+    screen = evaluate.make_viewer(config)
+    agent = evaluate.make_viewer(dataclasses.replace(config, record_view="agent"))
+    other = evaluate.make_viewer(dataclasses.replace(config, seed=6))  # another game
+    obs, rgb_obs = env.reset().numpy(), rgb.reset().numpy()
+    for viewer in (screen, agent, other):
+      viewer.start()
+    self.assertEqual(screen.frames[0].shape, (210, 160, 3))
+    self.assertAllEqual(screen.frames[0], rgb_obs[0])
+    self.assertAllEqual(agent.frames[0], evaluate.observation_frame(obs[0]))
+    rng = np.random.RandomState(0)
+    rewards, other_matched = [], True
+    import cv2  # pylint: disable=import-outside-toplevel
+    for step in range(400):
+      actions = rng.randint(env.num_actions, size=3).astype(np.int32)
+      obs, reward, terminated, truncated = (t.numpy() for t in env.step(actions))
+      rgb_obs, *outcome = (t.numpy() for t in rgb.step(actions))
+      for a, b in zip((reward, terminated, truncated), outcome):
+        self.assertAllEqual(a, b)  # the display settings change no game
+      for viewer in (screen, agent):
+        self.assertTrue(viewer.step(actions[0], reward[0], terminated[0], truncated[0]),
+                        f"{viewer.view} viewer diverged at step {step}")
+      if other_matched:
+        other_matched = other.step(actions[0], reward[0], terminated[0], truncated[0])
+      rewards.append(reward[0])
+      # The agent's own observation, converted back from the screen: grey and
+      # area-resized, it differs only where the agent's max over two frames
+      # shows a moving sprite twice.
+      grey = cv2.resize(cv2.cvtColor(screen.frames[-1], cv2.COLOR_RGB2GRAY), (84, 84),
+                        interpolation=cv2.INTER_AREA)
+      self.assertLess(np.abs(grey.astype(float) - agent.frames[-1][::2, ::2, 0]).mean(), 2.0)
+      if terminated[0] or truncated[0]:
+        break
+      # Until the end, pixel for pixel: the batch's slot 0 (the end's are
+      # the next game's, as the batch auto-resets; the viewers do not).
+      self.assertAllEqual(screen.frames[-1], rgb_obs[0])
+      self.assertAllEqual(agent.frames[-1], evaluate.observation_frame(obs[0]))
+    self.assertTrue(truncated[0])  # the 1200-frame cap, ~300 steps
+    self.assertLen(screen.frames, step + 2)
+    self.assertLen(agent.frames, step + 2)
+    self.assertLess(min(rewards), 0)  # points were scored: the check has teeth
+    self.assertIsNotNone(other.diverged_at)  # and it notices another game
+    for viewer in (screen, agent, other):
+      viewer.close()
+
+
+class SaveVideoTest(tf.test.TestCase, parameterized.TestCase):
+  test_session = None
+
+  def _frames(self, n=7, shape=(21, 15)):
+    """A colour gradient with a white square moving across it."""
+    h, w = shape
+    base = np.zeros((h, w, 3), np.uint8)
+    base[..., 0] = np.linspace(0, 255, w)[None, :]
+    base[..., 2] = np.linspace(255, 0, h)[:, None]
+    frames = []
+    for i in range(n):
+      frame = base.copy()
+      frame[4:10, i:i + 6] = 255
+      frames.append(frame)
+    return frames
+
+  def test_gif(self):
+    path = os.path.join(self.get_temp_dir(), "v.gif")
+    evaluate.save_video(self._frames(), path, fps=25)
+    self.assertEqual(_gif_frames(path), ((15, 21), 7 * 40))
+
+  @parameterized.named_parameters(("imageio_ffmpeg", "imageio_ffmpeg"), ("cv2", "cv2"))
+  def test_mp4(self, backend):
+    hidden = {"imageio_ffmpeg": None} if backend == "cv2" else {}
+    with mock.patch.dict(sys.modules, hidden):
+      if evaluate._mp4_backend() != backend:  # pylint: disable=protected-access
+        self.skipTest(f"{backend} is not installed")
+      path = os.path.join(self.get_temp_dir(), f"{backend}.mp4")
+      frames = self._frames(shape=(21, 15))  # odd sizes: padded to even
+      evaluate.save_video(frames, path, fps=25)
+    decoded = _mp4_frames(self, path)
+    self.assertLen(decoded, 7)
+    self.assertEqual(decoded[0].shape, (22, 16, 3))
+    # Lossy, but the picture is there.
+    self.assertLess(np.abs(decoded[3][:21, :15].astype(float) - frames[3]).mean(), 25)
 
 
 if __name__ == "__main__":

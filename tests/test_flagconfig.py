@@ -24,6 +24,13 @@ class _Config:
       raise ValueError(f"count must be >= 0, got {self.count}.")
 
 
+@dataclasses.dataclass(frozen=True)
+class _Runs:
+  dirs: Tuple[str, ...] = flagconfig.field((), "A run; repeat for more.", flag="dir", multi=True)
+  seeds: Tuple[int, ...] = flagconfig.field((1,), "Seeds, one per --seed.", flag="seed",
+                                            multi=True)
+
+
 class FlagConfigTest(absltest.TestCase):
 
   def _flags(self, *args, **kwargs):
@@ -62,6 +69,23 @@ class FlagConfigTest(absltest.TestCase):
     self.assertNotIn("rate", fv)
     config = flagconfig.build(_Config, fv=fv, exclude=("rate", "sizes"))
     self.assertEqual((config.count, config.rate, config.sizes), (4, 0.5, (64, 32)))
+
+  def test_repeated_flags_with_their_own_names(self):
+    fv = flags.FlagValues()
+    flagconfig.define(_Runs, fv=fv)
+    self.assertNotIn("dirs", fv)
+    fv(["prog", "--dir=a,b", "--dir=c", "--seed=3", "--seed=4"])
+    # Commas stay inside a value (paths may hold them); each flag is one value.
+    self.assertEqual(flagconfig.build(_Runs, fv=fv), _Runs(("a,b", "c"), (3, 4)))
+    fv = flags.FlagValues()
+    flagconfig.define(_Runs, fv=fv)
+    fv(["prog"])
+    self.assertEqual(flagconfig.build(_Runs, fv=fv), _Runs())  # the defaults
+    fv = flags.FlagValues()
+    flagconfig.define(_Runs, fv=fv)
+    fv(["prog", "--seed=x"])
+    with self.assertRaisesRegex(ValueError, "--seed takes int values one per --seed"):
+      flagconfig.build(_Runs, fv=fv)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ A setting's name, type, default and help are written once, on its field:
     config = flagconfig.build(RayConfig, prefix="ray_")
 
 Supported field types: bool, int, float, str (an enum with `choices`),
-Optional[...] of those (default None), and Tuple[str | int, ...] (a list flag).
+Optional[...] of those (default None), and Tuple[str | int, ...]: a list flag
+(`--sizes=64,32`), or with `multi=True` a repeated one (`--logdir=a --logdir=b`,
+for values that may hold commas, such as paths).
 """
 
 import dataclasses
@@ -21,12 +23,25 @@ from absl import flags
 
 _HELP = "tfrl_help"
 _CHOICES = "tfrl_choices"
+_FLAG = "tfrl_flag"
+_MULTI = "tfrl_multi"
 
 
-def field(default: Any, help: str, choices: Optional[Sequence[str]] = None):  # pylint: disable=redefined-builtin
-  """A dataclass field with the help text (and enum choices) of its flag."""
+def field(default: Any, help: str, choices: Optional[Sequence[str]] = None,  # pylint: disable=redefined-builtin
+          *, flag: Optional[str] = None, multi: bool = False):
+  """A dataclass field with the help text (and enum choices) of its flag.
+
+  `flag`: the flag's name when it is not the field's (`--logdir` fills
+  `logdirs`). `multi`: a tuple field read from a repeated flag.
+  """
   return dataclasses.field(default=default,
-                           metadata={_HELP: help, _CHOICES: tuple(choices or ())})
+                           metadata={_HELP: help, _CHOICES: tuple(choices or ()),
+                                     _FLAG: flag, _MULTI: multi})
+
+
+def flag_name(f: dataclasses.Field, prefix: str = "") -> str:
+  """The name of the flag of a field made with `field`."""
+  return prefix + (f.metadata.get(_FLAG) or f.name)
 
 
 def _base_type(annotation):
@@ -52,12 +67,17 @@ def define(config_cls, prefix: str = "", fv: flags.FlagValues = flags.FLAGS,
   """Defines a flag `<prefix><field>` per field made with `field` (idempotent),
   but for the fields named in `exclude`."""
   for f, annotation in _fields(config_cls, exclude):
-    name = prefix + f.name
+    name = flag_name(f, prefix)
     if name in fv:
       continue
     kind, item = _base_type(annotation)
     help_text, choices = f.metadata[_HELP], f.metadata[_CHOICES]
-    if choices:
+    if f.metadata.get(_MULTI):
+      if kind is not tuple:
+        raise TypeError(f"{config_cls.__name__}.{f.name}: multi=True needs a Tuple field.")
+      default = [str(v) for v in f.default] if f.default else None
+      flags.DEFINE_multi_string(name, default, help_text, flag_values=fv)
+    elif choices:
       flags.DEFINE_enum(name, f.default, list(choices), help_text, flag_values=fv)
     elif kind is bool:
       flags.DEFINE_boolean(name, f.default, help_text, flag_values=fv)
@@ -83,14 +103,18 @@ def build(config_cls, prefix: str = "", fv: flags.FlagValues = flags.FLAGS,
   """
   values = {}
   for f, annotation in _fields(config_cls, exclude):
-    value = fv[prefix + f.name].value
+    name = flag_name(f, prefix)
+    value = fv[name].value
     kind, item = _base_type(annotation)
+    if f.metadata.get(_MULTI) and value is None:
+      value = f.default  # the repeated flag was not given
     if kind is tuple and value is not None:
       try:
         value = tuple(item(v) for v in value)
       except ValueError:
-        raise ValueError(f"--{prefix + f.name} takes {item.__name__} values separated "
-                         f"by commas, got {','.join(value)!r}.") from None
+        how = "one per --" + name if f.metadata.get(_MULTI) else "separated by commas"
+        raise ValueError(f"--{name} takes {item.__name__} values {how}, got "
+                         f"{','.join(value)!r}.") from None
     values[f.name] = value
   values.update(overrides)
   return config_cls(**values)

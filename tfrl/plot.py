@@ -47,7 +47,7 @@ DEFAULT_TAGS = (GA3C_SCORE, *NEUROEVOLUTION_SCORES, TD3_EVAL, TD3_TRAIN)
 
 @dataclasses.dataclass(frozen=True)
 class PlotConfig:
-  """What to draw; `logdirs` / `labels` come from repeated flags."""
+  """What to draw; `logdirs` / `labels` come from the repeated --logdir / --label."""
   out: str = flagconfig.field("curve.png", "PNG to write (its folder is created).")
   tag: str = flagconfig.field(
       "", "Scalar tag to plot in every run; empty: each run's score tag (see the module doc).")
@@ -59,8 +59,11 @@ class PlotConfig:
   height: int = flagconfig.field(320, "Image height in pixels.")
   dpi: int = flagconfig.field(100, "Dots per inch (sets the font size relative to the image).")
   title: str = flagconfig.field("", "Figure title; empty: none.")
-  logdirs: Tuple[str, ...] = ()
-  labels: Tuple[str, ...] = ()
+  logdirs: Tuple[str, ...] = flagconfig.field(
+      (), "A run's TensorBoard directory; repeat for more runs.", flag="logdir", multi=True)
+  labels: Tuple[str, ...] = flagconfig.field(
+      (), "Legend label of each --logdir, in the same order; runs with one label are averaged "
+      "(seeds of one config).", flag="label", multi=True)
 
   def __post_init__(self):
     if not self.logdirs:
@@ -323,21 +326,15 @@ def plot(config: PlotConfig):
 
 
 def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
-  if "logdir" not in fv:
-    flags.DEFINE_multi_string("logdir", None, "A run's TensorBoard directory; repeat for more runs.",
-                              flag_values=fv)
-    flags.DEFINE_multi_string("label", None, "Legend label of each --logdir, in the same order; "
-                              "runs with one label are averaged (seeds of one config).",
-                              flag_values=fv)
   flagconfig.define(PlotConfig, fv=fv)
   for field in dataclasses.fields(PlotConfig):
-    if field.name in fv:  # listed by --help, with --logdir and --label
-      flags.declare_key_flag(field.name, flag_values=fv)
+    name = flagconfig.flag_name(field)
+    if name in fv:  # listed by --help
+      flags.declare_key_flag(name, flag_values=fv)
 
 
 def config_from_flags(fv: flags.FlagValues = flags.FLAGS) -> PlotConfig:
-  return flagconfig.build(PlotConfig, fv=fv, logdirs=tuple(fv.logdir or ()),
-                          labels=tuple(fv.label or ()))
+  return flagconfig.build(PlotConfig, fv=fv)
 
 
 def main(argv):
