@@ -34,8 +34,7 @@ _GAMES = flags.DEFINE_list(
               "beam_rider"], "ALE game names (ROMs of the installed ale-py).")
 _FRAMES = flags.DEFINE_integer("frames", 100_000, "Emulator frames per game and round.")
 _ROUNDS = flags.DEFINE_integer("rounds", 3, "Interleaved rounds; each cell keeps its best.")
-_OUTPUT = flags.DEFINE_string("output", os.path.join(ROOT, "benchmarks", "results",
-                                                     "ale_pgo.json"), "JSON results path.")
+_OUTPUT = flags.DEFINE_string("output", "ale_pgo.json", "JSON results path.")
 
 
 def load_setup():

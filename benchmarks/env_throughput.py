@@ -33,9 +33,8 @@ _GAME = flags.DEFINE_string("game", "Pong", "Game (ALE name).")
 _ROUNDS = flags.DEFINE_integer(
     "rounds", 1, "Rounds over all rows, interleaved; each row keeps its best round "
     "(robust when other processes share the machine).")
-_OUTPUT = flags.DEFINE_string(
-    "output", os.path.join(os.path.dirname(__file__), "results", "env_throughput.json"),
-    "Where to write the JSON results.")
+_OUTPUT = flags.DEFINE_string("output", "env_throughput.json",
+                              "Where to write the JSON results.")
 
 FRAME_SKIP = 4
 

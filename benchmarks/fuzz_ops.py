@@ -1,6 +1,6 @@
 """Fuzzes every custom op of tfrl with random shapes, dtypes, sizes, indices and values.
 
-  python benchmarks/fuzz_ops.py                      # 5,000 calls per op, JSON to results/
+  python benchmarks/fuzz_ops.py      # 5,000 calls per op, JSON to --out (fuzz_ops.json)
   python benchmarks/fuzz_ops.py --calls=300 --ops=population_delta_conv2d
   python benchmarks/fuzz_ops.py --repro=population_matmul:1234   # one call, printed
 
@@ -1613,8 +1613,8 @@ def main(argv=None):
                       help="seconds without progress that count as a hang")
   parser.add_argument("--memory_gb", type=float, default=8.0,
                       help="address space limit of each worker")
-  parser.add_argument("--out", default=os.path.join(_ROOT, "benchmarks", "results",
-                                                    "fuzz_ops.json"))
+  parser.add_argument("--out", default="fuzz_ops.json",
+                      help="JSON path (benchmarks/results/fuzz_ops_<machine>.json to keep it)")
   parser.add_argument("--repro", help="OP:N runs call N of OP here and prints it")
   parser.add_argument("--replay", default=None,
                       help="with --repro of an ALE op: its worker's jobs (OP:FIRST:COUNT,...), "

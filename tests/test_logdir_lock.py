@@ -5,13 +5,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from tfrl import logdir_lock
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if _ROOT not in sys.path:
+  sys.path.insert(0, _ROOT)
+from tests import processes  # pylint: disable=g-import-not-at-top
 _ENV = dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL="3")
 
 # A process that holds the lock of argv[1] until it is killed.
@@ -97,15 +99,11 @@ class TestLock:
 
   def test_lock_held_by_a_killed_process_is_taken_over(self, tmp_path):
     logdir = str(tmp_path / "run")
-    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, logdir], env=_ENV,
-                              stdout=subprocess.PIPE, text=True)
-    try:
-      assert holder.stdout.readline().strip() == "held"
+    with processes.cli(["-c", _HOLDER, logdir], _ENV, stderr=None) as holder:
+      assert processes.read_line(holder, timeout=120).strip() == "held"
       with pytest.raises(logdir_lock.LogdirInUse, match=f"pid {holder.pid}"):
         logdir_lock.acquire(logdir)
-    finally:
-      holder.kill()
-      holder.wait(30)
+    # Leaving the block killed the holder.
     warnings = []
     with logdir_lock.hold(logdir, warn=warnings.append):
       pass
@@ -130,37 +128,21 @@ class TestEntryPoints:
   @pytest.mark.parametrize("module", sorted(_RUNS))
   def test_a_held_logdir_is_one_line(self, tmp_path, module):
     logdir = str(tmp_path / "run")
-    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, logdir], env=_ENV,
-                              stdout=subprocess.PIPE, text=True)
-    try:
-      assert holder.stdout.readline().strip() == "held"
+    with processes.cli(["-c", _HOLDER, logdir], _ENV, stderr=None) as holder:
+      assert processes.read_line(holder, timeout=120).strip() == "held"
       line = _one_error_line(_run(module, logdir), module)
-    finally:
-      holder.kill()
-      holder.wait(30)
     assert f"--logdir={logdir} is in use by another run (pid {holder.pid} " in line
     assert os.listdir(logdir) == [logdir_lock.LOCK_FILE]  # nothing else written
 
   def test_two_runs_of_the_ga_and_a_stale_lock_after_sigkill(self, tmp_path):
     logdir = str(tmp_path / "run")
-    first = subprocess.Popen(
-        [sys.executable, "-u", "-m", "tfrl.ga", *_RUNS["tfrl.ga"], "--generations=100000",
-         f"--logdir={logdir}"], env=_ENV, cwd=_ROOT, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True)
-    try:
-      deadline = time.time() + 120
-      for line in first.stdout:
-        if "[ga] gen    1" in line or time.time() > deadline:
-          break
+    with processes.cli(["-u", "-m", "tfrl.ga", *_RUNS["tfrl.ga"], "--generations=100000",
+                        f"--logdir={logdir}"], _ENV) as first:
+      processes.wait_for_line(first, "[ga] gen    1", timeout=120)
       second = _run("tfrl.ga", logdir, "--resume")
       line = _one_error_line(second, "tfrl.ga")
       assert f"in use by another run (pid {first.pid} " in line
-      first.send_signal(signal.SIGKILL)
-      first.wait(30)
-    finally:
-      if first.poll() is None:
-        first.kill()
-        first.wait(30)
+      processes.stop(first, signal.SIGKILL, timeout=30)
     # The killed run's lock file stays; its flock went with the process.
     assert os.path.exists(os.path.join(logdir, logdir_lock.LOCK_FILE))
     third = _run("tfrl.ga", logdir, "--resume", "--generations=100000", "--max_frames=1")

@@ -7,13 +7,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import tensorflow as tf
 
 from tfrl.neuroevolution import checkpoint
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if _ROOT not in sys.path:
+  sys.path.insert(0, _ROOT)
+from tests import processes  # pylint: disable=g-import-not-at-top
 _COMMON = ["--env=CartPole-v1", "--num_envs=8", "--hidden=8", "--noise_table_size=100000",
            "--episodes_per_eval=1"]
 
@@ -175,23 +177,11 @@ class RandomSearchTest(tf.test.TestCase):
 
   def test_sigterm_keeps_the_checkpoint_and_exits_0(self):
     logdir = os.path.join(self.get_temp_dir(), "rs")
-    env = dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL="3")
-    proc = subprocess.Popen(
-        [sys.executable, "-u", "-m", "tfrl.random_search",
-         "--flagfile=flags/random_search_cartpole.flags", "--generations=100000",
-         "--target_score=100000", f"--logdir={logdir}"],
-        cwd=_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-      deadline = time.time() + 300
-      for line in proc.stdout:
-        if "[random_search] gen    2" in line or time.time() > deadline:
-          break
-      proc.send_signal(signal.SIGTERM)
-      out, _ = proc.communicate(timeout=120)
-    finally:
-      if proc.poll() is None:
-        proc.kill()
-        proc.wait(30)
+    with processes.cli(["-u", "-m", "tfrl.random_search",
+                        "--flagfile=flags/random_search_cartpole.flags", "--generations=100000",
+                        "--target_score=100000", f"--logdir={logdir}"]) as proc:
+      processes.wait_for_line(proc, "[random_search] gen    2", timeout=300)
+      out = processes.stop(proc, signal.SIGTERM, timeout=120)
     self.assertEqual(proc.returncode, 0, out[-3000:])
     self.assertIn("stopped by a signal", out)
     self.assertNotIn("Traceback", out)

@@ -35,6 +35,9 @@ from tfrl.neuroevolution import runner
 from tfrl.neuroevolution import worker
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if _ROOT not in sys.path:
+  sys.path.insert(0, _ROOT)
+from tests import processes  # pylint: disable=g-import-not-at-top
 _NOISE = 1 << 21
 _POP = 6
 # Frostbite with sticky actions: short capped episodes whose scores differ
@@ -310,29 +313,20 @@ class TestCommandLine:
   def test_sigterm_stops_the_run_and_its_ray_processes(self, tmp_path, ray_tmpdir):
     logdir = str(tmp_path / "es")
     env = self._env(ray_tmpdir)
-    stderr = open(tmp_path / "stderr.txt", "w+")
-    proc = subprocess.Popen([sys.executable, "-m", "tfrl.es", *self._ARGS,
-                             "--center_episodes=2", "--generations=100000", f"--logdir={logdir}"], env=env,
-                            cwd=_ROOT, stdout=subprocess.PIPE, stderr=stderr, text=True)
-    try:
-      deadline = time.time() + 180
-      while time.time() < deadline:
-        line = proc.stdout.readline()
-        if "[es] gen    2" in line or not line:
-          break
-      proc.send_signal(signal.SIGTERM)
-      out, _ = proc.communicate(timeout=120)
-    finally:
-      if proc.poll() is None:
-        proc.kill()
+    with open(tmp_path / "stderr.txt", "w+") as stderr, \
+        processes.cli(["-m", "tfrl.es", *self._ARGS, "--center_episodes=2",
+                       "--generations=100000", f"--logdir={logdir}"], env,
+                      stderr=stderr) as proc:
+      processes.wait_for_line(proc, "[es] gen    2", timeout=180)
+      out = processes.stop(proc, signal.SIGTERM, timeout=120)
       stderr.seek(0)
       err = stderr.read()
-      stderr.close()
-    assert proc.returncode == 0, err[-3000:]
-    assert "stopped by a signal" in out
-    assert os.path.exists(os.path.join(logdir, "checkpoint.json"))
-    time.sleep(1.0)
-    assert _ray_processes(ray_tmpdir) == []
+      assert proc.returncode == 0, err[-3000:]
+      assert "stopped by a signal" in out
+      assert os.path.exists(os.path.join(logdir, "checkpoint.json"))
+      # Inside the block: leaving it kills what is left of the run's process group.
+      time.sleep(1.0)
+      assert _ray_processes(ray_tmpdir) == []
 
   def test_no_worker_can_start_one_line_and_exit_1(self, tmp_path, ray_tmpdir):
     out = subprocess.run(

@@ -2,10 +2,8 @@
 
 import os
 import signal
-import subprocess
 import sys
 import threading
-import time
 
 import numpy as np
 import tensorflow as tf
@@ -16,6 +14,9 @@ from tfrl.neuroevolution import evaluation
 from tfrl.neuroevolution import population_net as pn
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if _ROOT not in sys.path:
+  sys.path.insert(0, _ROOT)
+from tests import processes  # pylint: disable=g-import-not-at-top
 
 
 class EvaluatorStopTest(tf.test.TestCase):
@@ -47,21 +48,11 @@ class CtrlCTest(tf.test.TestCase):
 
   def test_ga_ctrl_c_keeps_checkpoint_and_exports(self):
     logdir = os.path.join(self.get_temp_dir(), "ga")
-    env = dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL="3")
-    proc = subprocess.Popen(
-        [sys.executable, "-u", "-m", "tfrl.ga", "--flagfile=flags/ga_cartpole.flags",
-         "--generations=100000", "--target_score=100000", f"--logdir={logdir}"],
-        cwd=_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-      deadline = time.time() + 300
-      for line in proc.stdout:
-        if "[ga] gen    2" in line or time.time() > deadline:
-          break
-      proc.send_signal(signal.SIGINT)
-      out, _ = proc.communicate(timeout=120)
-    finally:
-      if proc.poll() is None:
-        proc.kill()
+    with processes.cli(["-u", "-m", "tfrl.ga", "--flagfile=flags/ga_cartpole.flags",
+                        "--generations=100000", "--target_score=100000",
+                        f"--logdir={logdir}"]) as proc:
+      processes.wait_for_line(proc, "[ga] gen    2", timeout=300)
+      out = processes.stop(proc, signal.SIGINT, timeout=120)
     self.assertEqual(proc.returncode, 0, out[-3000:])
     self.assertIn("stopped by a signal", out)
     self.assertNotIn("Traceback", out)

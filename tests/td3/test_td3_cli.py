@@ -5,11 +5,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import tensorflow as tf
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if _REPO not in sys.path:
+  sys.path.insert(0, _REPO)
+from tests import processes  # pylint: disable=g-import-not-at-top
 
 
 def _run(args):
@@ -47,20 +49,10 @@ class TD3CliTest(tf.test.TestCase):
             "--log_every=100", "--checkpoint_every=1000000", f"--logdir={logdir}",
             "--export=false"]
     env = dict(os.environ, PYTHONPATH=_REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen([sys.executable, "-m", "tfrl.td3", "--total_steps=1000000"] + args,
-                            cwd=_REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    try:
+    with processes.cli(["-m", "tfrl.td3", "--total_steps=1000000"] + args, env) as proc:
       # Wait for training to be under way (a log line past the random steps).
-      deadline = time.time() + 300
-      for line in proc.stdout:
-        if "step 200:" in line or time.time() > deadline:
-          break
-      proc.send_signal(signal.SIGINT)
-      out, _ = proc.communicate(timeout=300)
-    finally:
-      if proc.poll() is None:
-        proc.kill()
+      processes.wait_for_line(proc, "step 200:", timeout=300)
+      out = processes.stop(proc, signal.SIGINT, timeout=300)
     self.assertEqual(proc.returncode, 0, out[-3000:])
     summary = json.loads(out.strip().splitlines()[-1])
     self.assertFalse(summary["completed"])
