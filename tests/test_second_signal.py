@@ -5,12 +5,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 from absl.testing import parameterized
 import tensorflow as tf
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if _REPO not in sys.path:
+  sys.path.insert(0, _REPO)
+from tests import processes  # pylint: disable=g-import-not-at-top
 
 # Runs that would go on for hours; `progress` is a line printed once work is under way.
 _RUNS = {
@@ -30,17 +32,6 @@ _SPENT = {"tfrl.ga3c": "--max_frames=1", "tfrl.ga": "--generations=1", "tfrl.td3
 _FINAL_SAVE = "Writing the final checkpoint"
 
 
-def _wait_for(proc, text, seconds, seen):
-  deadline = time.time() + seconds
-  for line in proc.stdout:
-    seen.append(line)
-    if text in line:
-      return
-    if time.time() > deadline:
-      break
-  raise AssertionError(f"{text!r} not printed within {seconds} s:\n{''.join(seen)[-3000:]}")
-
-
 class SecondSignalTest(parameterized.TestCase, tf.test.TestCase):
 
   test_session = None  # tf.test.TestCase's deprecated helper, not a test.
@@ -53,22 +44,11 @@ class SecondSignalTest(parameterized.TestCase, tf.test.TestCase):
   def test_second_signal_abandons_the_final_save(self, module, first, second):
     logdir = os.path.join(self.get_temp_dir(), module)
     args, progress = _RUNS[module]
-    env = dict(os.environ, PYTHONPATH=_REPO, TF_CPP_MIN_LOG_LEVEL="3")
-    proc = subprocess.Popen([sys.executable, "-u", "-m", module, *args, f"--logdir={logdir}"],
-                            cwd=_REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    seen = []
-    try:
-      _wait_for(proc, progress, 300, seen)
+    with processes.cli(["-u", "-m", module, *args, f"--logdir={logdir}"]) as proc:
+      processes.wait_for_line(proc, progress, timeout=300)
       proc.send_signal(first)
-      _wait_for(proc, _FINAL_SAVE, 120, seen)
-      proc.send_signal(second)
-      out, _ = proc.communicate(timeout=120)
-    finally:
-      if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    out = "".join(seen) + out
+      processes.wait_for_line(proc, _FINAL_SAVE, timeout=120)
+      out = processes.stop(proc, second, timeout=120)
     self.assertEqual(proc.returncode, 1, out[-3000:])
     self.assertNotIn("Traceback", out)
     last = out.strip().splitlines()[-1]
@@ -84,7 +64,7 @@ class SecondSignalTest(parameterized.TestCase, tf.test.TestCase):
     # The checkpoint the run had written before is whole: a resume takes it.
     resume = subprocess.run(
         [sys.executable, "-m", module, *args, _SPENT[module], f"--logdir={logdir}", "--resume"],
-        cwd=_REPO, env=env, capture_output=True, text=True, timeout=600)
+        cwd=_REPO, env=processes.cli_env(), capture_output=True, text=True, timeout=600)
     self.assertIn(_RESUMED[module], resume.stdout + resume.stderr,
                   (resume.stdout + resume.stderr)[-3000:])
     self.assertEqual(resume.returncode, 0, resume.stderr[-3000:])
