@@ -371,14 +371,14 @@ class PopulationNetwork(tf.Module):
       obs_dtype = tf.float32
     return [tf.TensorSpec((None,) + self.layout.observation_shape, obs_dtype)] + [
         tf.TensorSpec((None,) + out_shape, tf.float32)
-        for _, _, out_shape in self._delta_geometry()]
+        for _, _, out_shape in self.delta_geometry()]
 
   def incremental_initial_state(self, batch: int, obs_dtype=tf.uint8) -> List[tf.Tensor]:
     """A state for `batch` rows (any values do: the first step is fresh)."""
     return [tf.zeros((batch,) + tuple(spec.shape[1:]), spec.dtype)
             for spec in self.incremental_state_specs(obs_dtype)]
 
-  def _delta_geometry(self) -> List[Tuple[int, int, Tuple[int, int, int]]]:
+  def delta_geometry(self) -> List[Tuple[int, int, Tuple[int, int, int]]]:
     """(kernel_size, stride, output [OH, OW, N]) of each layer as a delta op."""
     geometry = []
     shape = self.layout.observation_shape
@@ -414,7 +414,7 @@ class PopulationNetwork(tf.Module):
     if len(self.layout.observation_shape) == 1:
       x, x_prev = x[:, None, None, :], x_prev[:, None, None, :]
     scale = 1.0 / 255.0 if x.dtype == tf.uint8 else 1.0
-    geometry = self._delta_geometry()
+    geometry = self.delta_geometry()
     if self.use_op:  # the whole network as one op (the layer ops chained, bitwise)
       logits, acc = delta_ops.population_delta_net_op(
           x, x_prev, state[1:], [k.value() for k in self.kernels],
