@@ -113,10 +113,9 @@ def make_env(game, env_id, num_envs, seed, render=False):
 
 def _render_frame(env, obs_row):
   """An RGB uint8 frame of slot 0 for the GIF."""
-  gym_envs = getattr(env, "_envs", None)
-  if gym_envs and getattr(gym_envs[0], "render_mode", None) == "rgb_array":
+  if getattr(env, "render_mode", None) == "rgb_array":  # a GymEnv made to render
     try:
-      frame = gym_envs[0].render()
+      frame = env.render(0)
     except Exception:  # pylint: disable=broad-except
       frame = None  # e.g. pygame missing: draw the observation instead.
     if frame is not None:
