@@ -86,10 +86,9 @@ def load_policy(path: str):
 def make_env(game, env_id, num_envs, seed, render=False):
   """AtariEnv for a game (with the protocol flags) or GymEnv for an env id."""
   if game:
-    try:
-      from tfrl.envs import AtariEnv  # pylint: disable=import-outside-toplevel
-    except ImportError as e:
-      _fail(f"Atari envs need tfrl's compiled ALE ops: {e}")
+    # Imported here: it needs the compiled ALE ops, whose ImportError (how to
+    # build them) cli.run reports in one line.
+    from tfrl.envs import AtariEnv  # pylint: disable=import-outside-toplevel
     try:
       return AtariEnv(game, num_envs, frame_skip=_FRAME_SKIP.value,
                       noop_max=_NOOP_MAX.value,
