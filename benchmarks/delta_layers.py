@@ -106,27 +106,23 @@ def measure(env, arch, weight_dtype):
   for t in range(_WARM.value):
     logits, state = step(obs, tf.fill([rows], t == 0), state)
     obs = env.step(tf.argmax(logits, -1, output_type=tf.int32), slots)[0]
-  lib = pop_ops.load_library()
   results = []
   all_rows = tf.ones([rows], tf.bool)
-  geometry = net._delta_geometry()  # pylint: disable=protected-access
+  geometry = net.delta_geometry()
   for i, (x, x_prev, acc_prev, kwargs) in enumerate(
       layer_inputs(net, layout, obs, state, index)):
     layer = layout.layers[i]
     w = tf.identity(net.kernels[i].value())
-    op_args = dict(input_bias=delta._input_bias(kwargs["input_bias"]),  # pylint: disable=protected-access
-                   kernel_size=geometry[i][0], stride=geometry[i][1],
-                   input_scale=float(kwargs["input_scale"]),
-                   input_relu=bool(kwargs["input_relu"]))
+    op_args = dict(kernel_size=geometry[i][0], stride=geometry[i][1], **kwargs)
     # The GEMM layer's input: the previous layer's activation (frames as uint8).
     gemm_in = x if i == 0 else delta.layer_input(x, index, **kwargs)
-    x, x_prev = delta._prepare(x, x_prev, acc_prev, w, index, all_rows)[:2]  # pylint: disable=protected-access
 
+    # The op's wrapper: its conversions of tensors already of the right
+    # dtypes add no graph ops, so the loop times the op alone.
     def delta_body(prev, fresh, unchanged=False):
       flags_t = tf.fill([rows], fresh)
-      return lambda a: lib.population_delta_conv2d(
-          x=x, x_prev=x if unchanged else prev, acc_prev=a, w=w, index=index,
-          fresh=flags_t, **op_args)
+      return lambda a: delta.population_delta_conv2d_op(
+          x, x if unchanged else prev, a, w, index, flags_t, **op_args)
 
     times = {"incremental": best_time(delta_body(x_prev, False), acc_prev),
              "fresh": best_time(delta_body(x_prev, True), acc_prev),

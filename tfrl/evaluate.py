@@ -129,10 +129,9 @@ def make_env(config: EvalConfig, num_envs: int, **overrides):
   """
   game, env_id = config.game, config.env
   if game:
-    try:
-      from tfrl.envs import AtariEnv  # pylint: disable=import-outside-toplevel
-    except ImportError as e:
-      _fail(f"Atari envs need tfrl's compiled ALE ops: {e}")
+    # Imported here: it needs the compiled ALE ops, whose ImportError (how to
+    # build them) cli.run reports in one line.
+    from tfrl.envs import AtariEnv  # pylint: disable=import-outside-toplevel
     try:
       return AtariEnv(game, num_envs, frame_skip=config.frame_skip,
                       noop_max=config.noop_max,
@@ -249,8 +248,7 @@ def make_viewer(config: EvalConfig) -> Viewer:
   if view == "agent":
     return Viewer(make_env(config, 1, auto_reset=False), view, observation_frame)
   env = make_env(config, 1, auto_reset=False, render_mode="rgb_array")
-  return Viewer(env, view, observation_frame,
-                render=env._envs[0].render)  # pylint: disable=protected-access
+  return Viewer(env, view, observation_frame, render=lambda: env.render(0))
 
 
 def _mp4_backend():

@@ -8,7 +8,8 @@ Stable layer names, addressable by `--layer_plan` (globs allowed):
 The default torso name is `torso` (so `torso/dense_0`).
 """
 
-from typing import Sequence
+import dataclasses
+from typing import Sequence, Tuple
 
 import tensorflow as tf
 
@@ -16,23 +17,41 @@ from tfrl import layers as tl
 from tfrl.layers import spec as spec_lib
 
 
+@dataclasses.dataclass(frozen=True)
+class ConvNetShape:
+  """A conv net's layer sizes: `convs` (filters, kernel size, stride), then one
+  dense layer of `dense` units. Padding is the user's (the population ops of
+  `tfrl.neuroevolution` are VALID only)."""
+
+  convs: Tuple[Tuple[int, int, int], ...]
+  dense: int
+
+
+# The one definition of each conv net, read by the torsos below and by the
+# population networks (`tfrl.neuroevolution.population_net`, archs small/large).
+CONV_NETS = {
+    "atari": ConvNetShape(convs=((16, 8, 4), (32, 4, 2)), dense=256),  # GA3C / DQN 2013
+    "nature": ConvNetShape(convs=((32, 8, 4), (64, 4, 2), (64, 3, 1)), dense=512),  # DQN 2015
+}
+
+
 class _ConvTorso(tf.Module):
   """uint8 [B, H, W, C] -> scaled to [0, 1] -> convs -> flatten -> dense."""
 
-  _CONVS = ()
-  _DENSE = 0
+  _SHAPE: ConvNetShape
   _PADDING = "VALID"
 
   def __init__(self, plan=None, *, name="torso"):
     super().__init__(name=name)
     plan = spec_lib.as_plan(plan)
     self.convs = []
-    for i, (filters, kernel, stride) in enumerate(self._CONVS):
+    for i, (filters, kernel, stride) in enumerate(self._SHAPE.convs):
       path = f"{name}/conv_{i}"
       self.convs.append(tl.make_conv2d(filters, kernel, stride, plan.spec_for(path),
                                        activation="relu", padding=self._PADDING, name=path))
     path = f"{name}/dense_0"
-    self.dense = tl.make_dense(self._DENSE, plan.spec_for(path), activation="relu", name=path)
+    self.dense = tl.make_dense(self._SHAPE.dense, plan.spec_for(path), activation="relu",
+                               name=path)
 
   def __call__(self, obs):
     x = tf.convert_to_tensor(obs)
@@ -47,8 +66,7 @@ class AtariTorso(_ConvTorso):
   """GA3C (Babaeizadeh et al. 2017) network: conv 8x8x16 /4, conv 4x4x32 /2
   (SAME padding, as in GA3C's NetworkVP), dense 256; input [B, 84, 84, 4]."""
 
-  _CONVS = ((16, 8, 4), (32, 4, 2))
-  _DENSE = 256
+  _SHAPE = CONV_NETS["atari"]
   _PADDING = "SAME"
 
 
@@ -56,8 +74,7 @@ class NatureTorso(_ConvTorso):
   """DQN Nature (Mnih et al. 2015) network: 32 8x8 /4, 64 4x4 /2, 64 3x3 /1
   (VALID), dense 512."""
 
-  _CONVS = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
-  _DENSE = 512
+  _SHAPE = CONV_NETS["nature"]
   _PADDING = "VALID"
 
 

@@ -31,7 +31,7 @@ def _trainer(rigl_layers, after_update=None):
   learner = Learner(network, system.make_optimizer(cfg),
                     LearnerConfig(discount=cfg.discount, entropy_beta=cfg.entropy_beta,
                                   grad_clip_norm=cfg.grad_clip_norm),
-                    after_update=after_update or system._after_update_fn())
+                    after_update=after_update or tl.after_update)
   queues = Queues(obs_shape=[_OBS], obs_dtype=tf.float32, num_agents=1,
                   envs_per_agent=_SEGMENTS, t_max=_T, prediction_capacity=_SEGMENTS,
                   training_capacity=_SEGMENTS)

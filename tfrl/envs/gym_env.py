@@ -22,6 +22,7 @@ class GymEnv:
     action_dtype: tf.int32 for Discrete, tf.float32 for Box.
     observation_shape: shape of one observation.
     observation_dtype: tf dtype of the observations.
+    render_mode: the gymnasium envs' render mode (`render_mode=` of make_kwargs).
 
   With `auto_reset=False` a finished slot keeps its final observation until
   it is reset (the neuroevolution evaluator resets each new episode itself,
@@ -48,6 +49,7 @@ class GymEnv:
     self.action_space = self._envs[0].action_space
     self.observation_shape = tuple(space.shape)
     self.observation_dtype = tf.as_dtype(space.dtype)
+    self.render_mode = getattr(self._envs[0], "render_mode", None)
     self._obs = np.zeros((num_envs,) + self.observation_shape, space.dtype)
     if isinstance(self.action_space, gym.spaces.Discrete):
       self.num_actions = int(self.action_space.n)
@@ -153,6 +155,10 @@ class GymEnv:
     for t in (reward, terminated, truncated):
       t.set_shape([None])
     return obs, reward, terminated, truncated
+
+  def render(self, index: int = 0):
+    """Slot `index`'s gymnasium `render()` (an RGB array with render_mode="rgb_array")."""
+    return self._envs[index].render()
 
   def close(self) -> None:
     for env in self._envs:

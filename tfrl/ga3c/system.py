@@ -20,6 +20,9 @@ import tensorflow as tf
 
 from tfrl import cli
 from tfrl import export
+from tfrl import layers as tl
+from tfrl import networks
+from tfrl import optimizers
 from tfrl import resume
 from tfrl import stopping
 from tfrl import tf_checkpoints
@@ -31,6 +34,7 @@ from tfrl.ga3c.predictor import Predictor
 from tfrl.ga3c.queues import QUEUE_CLOSED_ERRORS, Queues
 from tfrl.ga3c.stats import Stats
 from tfrl.ga3c.trainer import Trainer
+from tfrl.layers import gst
 
 COUNTERS = ("env_steps", "episodes", "train_steps", "train_samples",
             "predictions", "prediction_batches")
@@ -51,7 +55,6 @@ def make_env(config: GA3CConfig, num_envs: int, seed: Optional[int] = None):
 
 def make_network(config: GA3CConfig, num_actions: int, observation_shape):
   """The paper's conv net for image observations, an MLP otherwise."""
-  from tfrl import networks
   kwargs = {}
   if config.layer_plan is not None:
     kwargs["plan"] = config.layer_plan
@@ -63,25 +66,8 @@ def make_network(config: GA3CConfig, num_actions: int, observation_shape):
 
 
 def make_optimizer(config: GA3CConfig):
-  from tfrl import optimizers
   return optimizers.RMSProp(config.learning_rate, decay=config.rmsprop_decay,
                             epsilon=config.rmsprop_epsilon)
-
-
-def _reward_aware_layers(network) -> list:
-  try:
-    from tfrl.layers import gst  # pylint: disable=import-outside-toplevel
-  except ImportError:
-    return []
-  return gst.reward_aware_layers(network)
-
-
-def _after_update_fn():
-  try:
-    from tfrl.layers import after_update
-  except ImportError:
-    return None
-  return after_update
 
 
 class _Worker:
@@ -136,9 +122,8 @@ class GA3C:
     # GST's reward-aware pruned layers get their target sparsity from a
     # controller fed with the episode scores (see _update_reward_aware).
     self.controller = None
-    reward_aware = _reward_aware_layers(self.network)
+    reward_aware = gst.reward_aware_layers(self.network)
     if reward_aware:
-      from tfrl.layers import gst  # pylint: disable=import-outside-toplevel
       self.controller = gst.RewardAwareController(cfg.reward_aware or gst.RewardAwareConfig())
       self.controller.update(self.network)  # the initial sparsity.
       # Frequency, begin and end of the decisions: the layers' own spec.
@@ -180,7 +165,7 @@ class GA3C:
                       reward_clip=cfg.reward_clip,
                       loss_reduction=cfg.loss_reduction,
                       grad_clip_norm=cfg.grad_clip_norm),
-        after_update=_after_update_fn())
+        after_update=tl.after_update)
     self.trainer = Trainer(self.learner, self.queues,
                            min_segments=cfg.segments_per_min_batch,
                            max_segments=cfg.segments_per_max_batch,

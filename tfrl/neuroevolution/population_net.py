@@ -20,6 +20,7 @@ Architectures (`NetworkConfig.arch`):
   * `small`: the GA3C/DQN-2013 net, conv 16 8x8/4, conv 32 4x4/2, dense 256.
   * `large`: the Nature DQN net, conv 32 8x8/4, 64 4x4/2, 64 3x3/1, dense 512
     (the net of Such et al. 2017).
+The conv nets' sizes are those of `tfrl.networks.CONV_NETS`; padding is VALID.
 
 Layer variants come from a `tfrl.layers.LayerPlan` (by layer name:
 `torso/conv_i`, `torso/dense_i`, `policy`): `dense`; `circulant` (the genome
@@ -39,16 +40,14 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from tfrl import networks
 from tfrl.layers import spec as spec_lib
 from tfrl.ops import population as pop_ops
 from tfrl.ops import population_delta as delta_ops
 
 ARCHS = ("mlp", "small", "large")
-_CONV_STACKS = {
-    "small": ((16, 8, 4), (32, 4, 2)),
-    "large": ((32, 8, 4), (64, 4, 2), (64, 3, 1)),
-}
-_DENSE_STACKS = {"small": (256,), "large": (512,)}
+# The conv archs are the nets of tfrl.networks (with VALID padding).
+_CONV_NETS = {"small": networks.CONV_NETS["atari"], "large": networks.CONV_NETS["nature"]}
 WEIGHT_DTYPES = ("float32", "bfloat16")
 CONV_INPUT_DTYPES = pop_ops.CONV_INPUT_DTYPES
 
@@ -206,7 +205,8 @@ class ParamLayout:
         raise ValueError(f"arch {config.arch!r} needs [H, W, C] observations, got "
                          f"shape {self.observation_shape}.")
       h, w, c = self.observation_shape
-      for i, (filters, ks, stride) in enumerate(_CONV_STACKS[config.arch]):
+      net = _CONV_NETS[config.arch]
+      for i, (filters, ks, stride) in enumerate(net.convs):
         oh, ow = (h - ks) // stride + 1, (w - ks) // stride + 1
         if oh < 1 or ow < 1:
           raise ValueError(f"observation {self.observation_shape} too small for "
@@ -214,9 +214,8 @@ class ParamLayout:
         add(f"torso/conv_{i}", ks * ks * c, filters, (ks, stride), True)
         h, w, c = oh, ow, filters
       width = h * w * c
-      for i, units in enumerate(_DENSE_STACKS[config.arch]):
-        add(f"torso/dense_{i}", width, units, None, True)
-        width = units
+      add("torso/dense_0", width, net.dense, None, True)
+      width = net.dense
     add("policy", width, self.num_actions, None, False)
     self.layers = layers
     self.dim = offset
@@ -371,14 +370,14 @@ class PopulationNetwork(tf.Module):
       obs_dtype = tf.float32
     return [tf.TensorSpec((None,) + self.layout.observation_shape, obs_dtype)] + [
         tf.TensorSpec((None,) + out_shape, tf.float32)
-        for _, _, out_shape in self._delta_geometry()]
+        for _, _, out_shape in self.delta_geometry()]
 
   def incremental_initial_state(self, batch: int, obs_dtype=tf.uint8) -> List[tf.Tensor]:
     """A state for `batch` rows (any values do: the first step is fresh)."""
     return [tf.zeros((batch,) + tuple(spec.shape[1:]), spec.dtype)
             for spec in self.incremental_state_specs(obs_dtype)]
 
-  def _delta_geometry(self) -> List[Tuple[int, int, Tuple[int, int, int]]]:
+  def delta_geometry(self) -> List[Tuple[int, int, Tuple[int, int, int]]]:
     """(kernel_size, stride, output [OH, OW, N]) of each layer as a delta op."""
     geometry = []
     shape = self.layout.observation_shape
@@ -414,7 +413,7 @@ class PopulationNetwork(tf.Module):
     if len(self.layout.observation_shape) == 1:
       x, x_prev = x[:, None, None, :], x_prev[:, None, None, :]
     scale = 1.0 / 255.0 if x.dtype == tf.uint8 else 1.0
-    geometry = self._delta_geometry()
+    geometry = self.delta_geometry()
     if self.use_op:  # the whole network as one op (the layer ops chained, bitwise)
       logits, acc = delta_ops.population_delta_net_op(
           x, x_prev, state[1:], [k.value() for k in self.kernels],

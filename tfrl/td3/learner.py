@@ -47,7 +47,8 @@ class TD3Learner(tf.Module):
     low = np.asarray(action_low, np.float32)
     high = np.asarray(action_high, np.float32)
     self.action_dim = int(low.shape[0])
-    self._low, self._high = tf.constant(low), tf.constant(high)
+    # The action bounds (public: the export copies the actor with them).
+    self.action_low, self.action_high = tf.constant(low), tf.constant(high)
     self._scale = tf.constant((high - low) / 2.0)
     h = config.hidden_sizes
     self.actor = networks.Actor(low, high, h, plan, name="actor")
@@ -97,7 +98,8 @@ class TD3Learner(tf.Module):
     c = self.config
     noise = tf.clip_by_value(tf.random.normal(tf.shape(action)) * c.policy_noise,
                              -c.noise_clip, c.noise_clip) * self._scale
-    next_action = tf.clip_by_value(self.target_actor(next_obs) + noise, self._low, self._high)
+    next_action = tf.clip_by_value(self.target_actor(next_obs) + noise, self.action_low,
+                                   self.action_high)
     target_q = tf.minimum(self.target_critic_1(next_obs, next_action),
                           self.target_critic_2(next_obs, next_action))
     y = tf.stop_gradient(reward + c.discount * discount * target_q)

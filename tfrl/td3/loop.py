@@ -87,8 +87,7 @@ def export_policies(learner: learner_lib.TD3Learner, plan, export_dir: str) -> d
   spec = tf.TensorSpec([None, learner.obs_dim], tf.float32)
   live_dir = export_lib.export_policy(networks.DeterministicPolicy(learner.actor), spec,
                                       os.path.join(export_dir, "policy"))
-  low = learner._low.numpy()
-  high = learner._high.numpy()
+  low, high = learner.action_low.numpy(), learner.action_high.numpy()
   copy = networks.Actor(low, high, learner.config.hidden_sizes, plan, name="actor")
   copy(tf.zeros([1, learner.obs_dim]))
   tl.copy_variables(learner.actor, copy)
