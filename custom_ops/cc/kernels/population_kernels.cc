@@ -140,8 +140,7 @@ TFRL_INLINE void RowBlock(const float* const* a, float* const* c,
 // reading B from memory. K is cut into chunks of B rows that fit in L1 with
 // room to spare; within a chunk each (rows x column block) tile accumulates in
 // registers, starting from the partial sums in C, so B comes from memory
-// once, chunk after chunk in address order (the next chunk is prefetched
-// while the current one is used), and C is read and written once per chunk,
+// once, chunk after chunk in address order, and C is read and written once per chunk,
 // not once per B row. The additions happen in the same order as in the
 // register-blocked path (K ascending from zero), so a row's result does not
 // depend on which path its bucket took.
@@ -170,37 +169,21 @@ TFRL_INLINE void ChunkTile(const float* const* ap, float* const* c, const TW* bp
     for (int v = 0; v < NV; ++v) StoreU(c[i] + j + v * W, acc[i][v]);
 }
 
-// One chunk (B rows bp .. bp + len) for R rows, all full column vectors;
-// spreads prefetches of `next` (`next_bytes` long, or null) over the tiles.
+// One chunk (B rows bp .. bp + len) for R rows, all full column vectors.
 template <int W, int R, typename TW>
 TFRL_INLINE void ChunkRows(const float* const* ap, float* const* c, const TW* bp,
-                           int64_t n, int64_t len, bool first, const char* next,
-                           int64_t next_bytes) {
+                           int64_t n, int64_t len, bool first) {
   constexpr int kNv0 = AccBudget<W>() / R;
   constexpr int kNv = kNv0 < 1 ? 1 : (kNv0 > 4 ? 4 : kNv0);
   const int64_t nv = n / W * W;
-  const int64_t tiles = nv / (kNv * W) + (nv % (kNv * W)) / W;
-  const int64_t lines_per_tile = next ? (next_bytes / 64 + tiles) / std::max<int64_t>(tiles, 1) : 0;
-  int64_t line = 0;
-  auto prefetch = [&]() {
-    for (int64_t l = 0; l < lines_per_tile && line * 64 < next_bytes; ++l, ++line)
-      __builtin_prefetch(next + line * 64, 0, 3);
-  };
   int64_t j = 0;
-  for (; j + kNv * W <= nv; j += kNv * W) {
-    prefetch();
-    ChunkTile<W, R, kNv>(ap, c, bp, n, len, j, first);
-  }
-  for (; j < nv; j += W) {
-    prefetch();
-    ChunkTile<W, R, 1>(ap, c, bp, n, len, j, first);
-  }
+  for (; j + kNv * W <= nv; j += kNv * W) ChunkTile<W, R, kNv>(ap, c, bp, n, len, j, first);
+  for (; j < nv; j += W) ChunkTile<W, R, 1>(ap, c, bp, n, len, j, first);
 }
 
 // One or two rows: C (in L1) is the accumulator and B is streamed once in
 // address order, row after row; with so few rows the C loads and stores cost
 // less than the strided reads of a chunked tile.
-constexpr int64_t kPrefetchRows = 8;
 
 template <int W, int R, typename TW>
 TFRL_INLINE void StreamRowsLinear(const float* const* a, float* const* c,
@@ -209,20 +192,12 @@ TFRL_INLINE void StreamRowsLinear(const float* const* a, float* const* c,
   const int64_t n = g.n, nv = n / W * W;
   for (int i = 0; i < R; ++i) std::memset(c[i], 0, sizeof(float) * n);
   const TW* bp = g.b;
-  const TW* const b_end = g.b + g.k * n;
   for (int64_t s = 0; s < g.num_seg; ++s) {
     const float* ap[R];
     for (int i = 0; i < R; ++i) ap[i] = a[i] + s * g.seg_stride;
     for (int64_t t = 0; t < g.seg_len; ++t, bp += n) {
       float x[R];
       for (int i = 0; i < R; ++i) x[i] = ap[i][t];
-      // Software prefetch a few KiB ahead: the hardware prefetchers stop at
-      // 4 KiB page boundaries, and this loop is bound by memory.
-      if (bp + kPrefetchRows * n < b_end) {
-        const char* ahead = reinterpret_cast<const char*>(bp + kPrefetchRows * n);
-        for (int64_t off = 0; off < static_cast<int64_t>(n * sizeof(TW)); off += 64)
-          __builtin_prefetch(ahead + off, 0, 3);
-      }
       for (int64_t j = 0; j < nv; j += W) {
         const V bv = LoadW<W>(bp + j);
         for (int i = 0; i < R; ++i)
@@ -239,15 +214,10 @@ TFRL_INLINE void StreamRows(const GemmArgs<TW>& g) {
   const int64_t n = g.n, nv = n / W * W;
   const int64_t kc = std::max<int64_t>(1, kChunkBytes / (n * static_cast<int64_t>(sizeof(TW))));
   const TW* bp = g.b;
-  const TW* const b_end = g.b + g.k * n;
   bool first = true;
   for (int64_t s = 0; s < g.num_seg; ++s) {
     for (int64_t t0 = 0; t0 < g.seg_len; t0 += kc) {
       const int64_t len = std::min(kc, g.seg_len - t0);
-      const TW* next = bp + len * n;
-      const int64_t next_bytes =
-          next < b_end ? std::min<int64_t>(kc * n, b_end - next) * sizeof(TW) : 0;
-      const char* next_p = next_bytes ? reinterpret_cast<const char*>(next) : nullptr;
       // Row blocks of 4 (the tile that fits the registers), then the rest.
       int64_t i = 0;
       for (; i < g.rows; i += 4) {
@@ -255,13 +225,11 @@ TFRL_INLINE void StreamRows(const GemmArgs<TW>& g) {
         const int64_t r = std::min<int64_t>(4, g.rows - i);
         for (int64_t q = 0; q < r; ++q) ap[q] = g.a[i + q] + s * g.seg_stride + t0;
         float* const* c = g.c + i;
-        // Prefetch the next chunk during the first row block only.
-        const char* pf = i == 0 ? next_p : nullptr;
         switch (r) {
-          case 1: ChunkRows<W, 1>(ap, c, bp, n, len, first, pf, next_bytes); break;
-          case 2: ChunkRows<W, 2>(ap, c, bp, n, len, first, pf, next_bytes); break;
-          case 3: ChunkRows<W, 3>(ap, c, bp, n, len, first, pf, next_bytes); break;
-          default: ChunkRows<W, 4>(ap, c, bp, n, len, first, pf, next_bytes); break;
+          case 1: ChunkRows<W, 1>(ap, c, bp, n, len, first); break;
+          case 2: ChunkRows<W, 2>(ap, c, bp, n, len, first); break;
+          case 3: ChunkRows<W, 3>(ap, c, bp, n, len, first); break;
+          default: ChunkRows<W, 4>(ap, c, bp, n, len, first); break;
         }
       }
       first = false;
