@@ -4,7 +4,8 @@
 `active[b]`, `y[b] = x[b] @ w[index[b]]`, and zeros for the other rows, which
 cost nothing (Uber AI's accelerated neuroevolution, Such et al. 2018). Rows
 that share a network are computed as one GEMM by the compiled kernel
-(`custom_ops/cc/kernels/population_kernels.cc`).
+(`custom_ops/cc/kernels/population_kernels.cc`, its GEMM in
+`population_gemm.cc`).
 
 `population_matmul_reference` is the same computation in plain TensorFlow
 (`tf.gather` + `tf.matmul` on the active rows); it is the fallback when the

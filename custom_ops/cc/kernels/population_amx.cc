@@ -26,7 +26,8 @@
 #define TFRL_AMX 0
 #endif
 
-namespace tfrl_population {
+namespace tfrl {
+namespace population {
 namespace {
 
 constexpr int kTileRows = 16;   // rows of every tile
@@ -349,4 +350,5 @@ void AmxConv::Compute(const float*, float*, int64_t, int64_t) { std::abort(); }
 
 #endif  // TFRL_AMX
 
-}  // namespace tfrl_population
+}  // namespace population
+}  // namespace tfrl

@@ -19,7 +19,8 @@
 #include <cstdint>
 #include <vector>
 
-namespace tfrl_population {
+namespace tfrl {
+namespace population {
 
 // A VALID convolution of one [h, w, c] image, as a GEMM of m = out_h * out_w
 // rows, k = kernel_size^2 * c and n output channels.
@@ -80,6 +81,7 @@ class AmxConv {
   Buffers buf_;
 };
 
-}  // namespace tfrl_population
+}  // namespace population
+}  // namespace tfrl
 
 #endif  // TFRL_CUSTOM_OPS_POPULATION_AMX_H_

@@ -1,6 +1,10 @@
 // CPU kernel of PopulationDeltaConv2D (see population_ops.cc): one step of
 // incremental inference of one population convolution or dense layer (the
-// row machinery is in population_delta_row.h).
+// row machinery it shares with PopulationDeltaNet is in
+// population_delta_row.h). Production runs PopulationDeltaNet, which chains
+// these layers in one op with bitwise the same results; this op is what the
+// tests and benchmarks/fuzz_ops.py check PopulationDeltaNet against, and
+// what benchmarks/delta_layers.py times layer by layer.
 
 #pragma GCC optimize("fp-contract=fast")
 
@@ -15,63 +19,99 @@
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/platform/threadpool.h"
 #include "population_delta_row.h"
+#include "population_isa.h"
+#include "population_rows.h"
 #include "population_simd.h"
 
-namespace tensorflow {
+namespace tfrl {
+namespace population {
 namespace {
 
-using population_delta::Change;
-using population_delta::Covering;
-using population_delta::DeltaGeometry;
-using population_delta::DeltaRow;
-using population_delta::DeltaRunImpl;
-using population_delta::DeltaScratch;
-using population_delta::kRunRows;
-using population_delta::NetworkRuns;
-using population_delta::RowRuns;
-using population_simd::CountCall;
-using population_simd::Isa;
-using population_simd::KernelRows;
-using population_simd::OutputShape;
-using population_simd::PickByIsa;
-using population_simd::Storage;
-using population_simd::WeightData;
-
-#if TFRL_X86
-template <typename TX, typename TW>
-__attribute__((target("avx512f,avx512dq,avx512bw,avx2,fma"))) void DeltaRunAvx512(
-    const DeltaGeometry& g, const DeltaRow<TX, TW>* rows, int count, DeltaScratch* s,
-    Change* const* windows) {
-  DeltaRunImpl<16>(g, rows, count, s, windows);
-}
-template <typename TX, typename TW>
-__attribute__((target("avx2,fma"))) void DeltaRunAvx2(const DeltaGeometry& g,
-                                                     const DeltaRow<TX, TW>* rows, int count,
-                                                     DeltaScratch* s, Change* const* windows) {
-  DeltaRunImpl<8>(g, rows, count, s, windows);
-}
-#endif
-template <typename TX, typename TW>
-void DeltaRunBaseline(const DeltaGeometry& g, const DeltaRow<TX, TW>* rows, int count,
-                      DeltaScratch* s, Change* const* windows) {
-  DeltaRunImpl<4>(g, rows, count, s, windows);
+// One row that is not fresh: its changes by position, then each reached
+// output from the changes in its window, so that the result depends only on
+// the row's own inputs.
+template <int W, typename TX, typename TW>
+TFRL_INLINE void DeltaRowImpl(const DeltaGeometry& g, const DeltaRow<TX, TW>& r,
+                              DeltaScratch* s) {
+  if (r.fresh) return FreshRowImpl<W>(g, r, s->window.get());
+  CollectRow(g, r, s);
+  Change* window = s->window.get();
+  for (int64_t t = 0; t < s->num_touched; ++t) {
+    const int32_t o = s->touched_list[t];
+    AccumulateWindow<W>(r.acc + o * g.n, window, WindowOf(g, *s, o, window), r.w, g.n);
+    RecomputeIfNotFinite<W>(g, r, o, window);
+  }
+  ResetScratch(s);
 }
 
+template <int W, typename TX, typename TW>
+TFRL_INLINE void DenseRunImpl(const DeltaGeometry& g, const DeltaRow<TX, TW>* rows, int count,
+                              DeltaScratch* s, Change* const* windows) {
+  int64_t size[kRunRows];
+  for (int r = 0; r < count; ++r) {
+    CollectRow(g, rows[r], s);
+    size[r] = s->num_touched > 0 ? WindowOf(g, *s, 0, windows[r]) : 0;
+    ResetScratch(s);
+  }
+  SumDenseRun<W>(g, rows, count, windows, size);
+  for (int r = 0; r < count; ++r)
+    if (size[r] > 0) RecomputeIfNotFinite<W>(g, rows[r], 0, s->window.get());
+}
+
+template <int W, typename TX, typename TW>
+TFRL_INLINE void DeltaRunImpl(const DeltaGeometry& g, const DeltaRow<TX, TW>* rows, int count,
+                              DeltaScratch* s, Change* const* windows) {
+  if (g.out_h * g.out_w == 1 && !rows[0].fresh)
+    return DenseRunImpl<W>(g, rows, count, s, windows);
+  for (int r = 0; r < count; ++r) DeltaRowImpl<W>(g, rows[r], s);
+}
+
+// DeltaRunImpl for the ISA builds.
+struct DeltaRunKernel {
+  template <int W, typename TX, typename TW>
+  static TFRL_INLINE void Run(const DeltaGeometry& g, const DeltaRow<TX, TW>* rows, int count,
+                              DeltaScratch* s, Change* const* windows) {
+    DeltaRunImpl<W>(g, rows, count, s, windows);
+  }
+};
+
+}  // namespace
+
+// One run of the per-layer op's rows (a dense layer's rows of one network
+// summed together, else each row alone).
 template <typename TX, typename TW>
 using DeltaRunFn = void (*)(const DeltaGeometry&, const DeltaRow<TX, TW>*, int, DeltaScratch*,
                             Change* const*);
 
-// The build TFRL_POPULATION_ISA (or the CPU) chose, into *fn and *isa.
-template <typename TX, typename TW>
-Status PickDeltaRun(DeltaRunFn<TX, TW>* fn, Isa* isa) {
-#if TFRL_X86
-  return PickByIsa<DeltaRunFn<TX, TW>>(&DeltaRunAvx512<TX, TW>, &DeltaRunAvx2<TX, TW>,
-                                       &DeltaRunBaseline<TX, TW>, fn, isa);
-#else
-  return PickByIsa<DeltaRunFn<TX, TW>>(&DeltaRunBaseline<TX, TW>, &DeltaRunBaseline<TX, TW>,
-                                       &DeltaRunBaseline<TX, TW>, fn, isa);
-#endif
-}
+}  // namespace population
+}  // namespace tfrl
+
+namespace tensorflow {
+namespace {
+
+using tfrl::population::Change;
+using tfrl::population::CheckConvAttrs;
+using tfrl::population::CheckConvInput;
+using tfrl::population::CheckConvKernel;
+using tfrl::population::CheckIndexRange;
+using tfrl::population::CheckRank;
+using tfrl::population::CheckRowVector;
+using tfrl::population::CountCall;
+using tfrl::population::Covering;
+using tfrl::population::DeltaGeometry;
+using tfrl::population::DeltaRow;
+using tfrl::population::DeltaRunFn;
+using tfrl::population::DeltaRunKernel;
+using tfrl::population::DeltaScratch;
+using tfrl::population::Isa;
+using tfrl::population::KernelRows;
+using tfrl::population::kRunRows;
+using tfrl::population::NetworkRuns;
+using tfrl::population::OutputShape;
+using tfrl::population::PickBuild;
+using tfrl::population::RowRuns;
+using tfrl::population::Storage;
+using tfrl::population::WeightData;
 
 template <typename T, typename TX>
 class PopulationDeltaConv2DOp : public OpKernel {
@@ -79,14 +119,12 @@ class PopulationDeltaConv2DOp : public OpKernel {
 
  public:
   explicit PopulationDeltaConv2DOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, PickDeltaRun<TX, TW>(&run_fn_, &isa_));
+    OP_REQUIRES_OK(ctx, PickBuild<DeltaRunKernel>(&run_fn_, &isa_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("kernel_size", &kernel_size_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("stride", &stride_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("input_scale", &input_scale_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("input_relu", &input_relu_));
-    OP_REQUIRES(ctx, kernel_size_ >= 1 && stride_ >= 1,
-                errors::InvalidArgument("kernel_size and stride must be >= 1, got ",
-                                        kernel_size_, " and ", stride_));
+    OP_REQUIRES_OK(ctx, CheckConvAttrs(kernel_size_, stride_));
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -97,30 +135,20 @@ class PopulationDeltaConv2DOp : public OpKernel {
     const Tensor& index = ctx->input(4);
     const Tensor& fresh = ctx->input(5);
     const Tensor& input_bias = ctx->input(6);
-    OP_REQUIRES(ctx, x.dims() == 4,
-                errors::InvalidArgument("x must be rank 4 [B, H, W, C], got shape ",
-                                        x.shape().DebugString()));
+    OP_REQUIRES_OK(ctx, CheckRank(x, 4, "x", "[B, H, W, C]"));
     OP_REQUIRES(ctx, x_prev.shape() == x.shape(),
                 errors::InvalidArgument("x_prev must have the shape of x ",
                                         x.shape().DebugString(), ", got ",
                                         x_prev.shape().DebugString()));
-    OP_REQUIRES(ctx, w.dims() == 3,
-                errors::InvalidArgument("w must be rank 3 [P, K, N], got shape ",
-                                        w.shape().DebugString()));
+    OP_REQUIRES_OK(ctx, CheckRank(w, 3, "w", "[P, K, N]"));
     const int64_t batch = x.dim_size(0);
     DeltaGeometry g{x.dim_size(1), x.dim_size(2), x.dim_size(3), kernel_size_, stride_,
                     0, 0, w.dim_size(2), input_scale_, input_relu_, nullptr, nullptr};
     const int64_t pop = w.dim_size(0);
-    OP_REQUIRES(ctx, g.h >= g.ks && g.w >= g.ks,
-                errors::InvalidArgument("x spatial size ", g.h, "x", g.w,
-                                        " is smaller than kernel_size ", g.ks));
+    OP_REQUIRES_OK(ctx, CheckConvInput(g.h, g.w, g.ks));
     int64_t k;
     OP_REQUIRES_OK(ctx, KernelRows(g.ks, g.c, &k));
-    OP_REQUIRES(ctx, w.dim_size(1) == k,
-                errors::InvalidArgument(
-                    "w.shape[1] must be kernel_size^2 * C = ", k, ": got w shape ",
-                    w.shape().DebugString(), " for x shape ", x.shape().DebugString(),
-                    " and kernel_size ", g.ks));
+    OP_REQUIRES_OK(ctx, CheckConvKernel(x, w, g.ks, k));
     g.out_h = (g.h - g.ks) / g.stride + 1;
     g.out_w = (g.w - g.ks) / g.stride + 1;
     TensorShape out_shape;
@@ -129,12 +157,8 @@ class PopulationDeltaConv2DOp : public OpKernel {
                 errors::InvalidArgument("acc_prev must be the output's shape ",
                                         out_shape.DebugString(), ", got ",
                                         acc_prev.shape().DebugString()));
-    OP_REQUIRES(ctx, index.dims() == 1 && index.dim_size(0) == batch,
-                errors::InvalidArgument("index must be [B] = [", batch, "], got shape ",
-                                        index.shape().DebugString()));
-    OP_REQUIRES(ctx, fresh.dims() == 1 && fresh.dim_size(0) == batch,
-                errors::InvalidArgument("fresh must be [B] = [", batch, "], got shape ",
-                                        fresh.shape().DebugString()));
+    OP_REQUIRES_OK(ctx, CheckRowVector(index, "index", batch));
+    OP_REQUIRES_OK(ctx, CheckRowVector(fresh, "fresh", batch));
     const bool no_bias = input_bias.shape() == TensorShape({0, 0});
     OP_REQUIRES(ctx, no_bias || (input_bias.dims() == 2 && input_bias.dim_size(0) == pop &&
                                  input_bias.dim_size(1) == g.c),
@@ -142,13 +166,8 @@ class PopulationDeltaConv2DOp : public OpKernel {
                                         "], or [0, 0] for none, got shape ",
                                         input_bias.shape().DebugString()));
     const bool has_bias = input_bias.NumElements() > 0;
+    OP_REQUIRES_OK(ctx, CheckIndexRange(index, pop, "w.shape[0]"));
     const auto idx = index.flat<int32>();
-    for (int64_t b = 0; b < batch; ++b) {
-      OP_REQUIRES(ctx, idx(b) >= 0 && idx(b) < pop,
-                  errors::InvalidArgument("index[", b, "] = ", idx(b),
-                                          " is out of range: expected a value in [0, ", pop,
-                                          ") (w.shape[0] = P)"));
-    }
     Tensor* acc = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, out_shape, &acc));
     if (acc->NumElements() == 0) return;
@@ -179,7 +198,7 @@ class PopulationDeltaConv2DOp : public OpKernel {
     // kernel is small enough to stay in cache from row to row, and a run is
     // one shard of the thread pool).
     const bool dense = g.out_h * g.out_w == 1;
-    const RowRuns runs = NetworkRuns(batch, idx, fr, /*join=*/dense);
+    const RowRuns runs = NetworkRuns(batch, idx, fr, /*join=*/dense, kRunRows);
     const std::vector<int64_t>& order = runs.order;
     const std::vector<int64_t>& run_start = runs.start;
     auto work = [&](int64_t first_run, int64_t last_run) {

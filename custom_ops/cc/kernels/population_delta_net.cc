@@ -28,37 +28,13 @@
 #include "tensorflow/core/platform/mutex.h"
 #include "tensorflow/core/platform/threadpool.h"
 #include "population_delta_row.h"
+#include "population_isa.h"
+#include "population_rows.h"
 #include "population_simd.h"
 
-namespace tensorflow {
+namespace tfrl {
+namespace population {
 namespace {
-
-using population_delta::AccumulateWindow;
-using population_delta::Change;
-using population_delta::CollectRow;
-using population_delta::Covering;
-using population_delta::DeltaGeometry;
-using population_delta::DeltaRow;
-using population_delta::DeltaScratch;
-using population_delta::FreshRowImpl;
-using population_delta::kRunRows;
-using population_delta::MarkTouched;
-using population_delta::NetworkRuns;
-using population_delta::RecomputeIfNotFinite;
-using population_delta::ResetScratch;
-using population_delta::RowRuns;
-using population_delta::SumDenseRun;
-using population_delta::WindowOf;
-using population_simd::CountCall;
-using population_simd::Isa;
-using population_simd::KernelRows;
-using population_simd::LoadU;
-using population_simd::OutputShape;
-using population_simd::PickByIsa;
-using population_simd::Storage;
-using population_simd::StoreU;
-using population_simd::Vec;
-using population_simd::WeightData;
 
 // One layer of this call: its geometry (input = obs or the layer below's
 // output) and tensors.
@@ -306,41 +282,46 @@ TFRL_INLINE void NetRunImpl(const NetCall<TX, TW>& call, int64_t p, const int64_
   }
 }
 
-#if TFRL_X86
-template <typename TX, typename TW>
-__attribute__((target("avx512f,avx512dq,avx512bw,avx2,fma"))) void NetRunAvx512(
-    const NetCall<TX, TW>& call, int64_t p, const int64_t* rows, int count, bool fresh,
-    NetScratch* ns) {
-  NetRunImpl<16>(call, p, rows, count, fresh, ns);
-}
-template <typename TX, typename TW>
-__attribute__((target("avx2,fma"))) void NetRunAvx2(const NetCall<TX, TW>& call, int64_t p,
-                                                   const int64_t* rows, int count, bool fresh,
-                                                   NetScratch* ns) {
-  NetRunImpl<8>(call, p, rows, count, fresh, ns);
-}
-#endif
-template <typename TX, typename TW>
-void NetRunBaseline(const NetCall<TX, TW>& call, int64_t p, const int64_t* rows, int count,
-                    bool fresh, NetScratch* ns) {
-  NetRunImpl<4>(call, p, rows, count, fresh, ns);
-}
+// NetRunImpl for the ISA builds.
+struct NetRunKernel {
+  template <int W, typename TX, typename TW>
+  static TFRL_INLINE void Run(const NetCall<TX, TW>& call, int64_t p, const int64_t* rows,
+                              int count, bool fresh, NetScratch* ns) {
+    NetRunImpl<W>(call, p, rows, count, fresh, ns);
+  }
+};
 
 template <typename TX, typename TW>
 using NetRunFn = void (*)(const NetCall<TX, TW>&, int64_t, const int64_t*, int, bool,
                           NetScratch*);
 
-// The build TFRL_POPULATION_ISA (or the CPU) chose, into *fn and *isa.
-template <typename TX, typename TW>
-Status PickNetRun(NetRunFn<TX, TW>* fn, Isa* isa) {
-#if TFRL_X86
-  return PickByIsa<NetRunFn<TX, TW>>(&NetRunAvx512<TX, TW>, &NetRunAvx2<TX, TW>,
-                                     &NetRunBaseline<TX, TW>, fn, isa);
-#else
-  return PickByIsa<NetRunFn<TX, TW>>(&NetRunBaseline<TX, TW>, &NetRunBaseline<TX, TW>,
-                                     &NetRunBaseline<TX, TW>, fn, isa);
-#endif
-}
+}  // namespace
+}  // namespace population
+}  // namespace tfrl
+
+namespace tensorflow {
+namespace {
+
+using tfrl::population::CheckIndexRange;
+using tfrl::population::CheckRank;
+using tfrl::population::CheckRowVector;
+using tfrl::population::CountCall;
+using tfrl::population::Covering;
+using tfrl::population::DeltaGeometry;
+using tfrl::population::Isa;
+using tfrl::population::KernelRows;
+using tfrl::population::kRunRows;
+using tfrl::population::NetCall;
+using tfrl::population::NetLayer;
+using tfrl::population::NetRunFn;
+using tfrl::population::NetRunKernel;
+using tfrl::population::NetScratch;
+using tfrl::population::NetworkRuns;
+using tfrl::population::OutputShape;
+using tfrl::population::PickBuild;
+using tfrl::population::RowRuns;
+using tfrl::population::Storage;
+using tfrl::population::WeightData;
 
 template <typename T, typename TX>
 class PopulationDeltaNetOp : public OpKernel {
@@ -348,7 +329,7 @@ class PopulationDeltaNetOp : public OpKernel {
 
  public:
   explicit PopulationDeltaNetOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, PickNetRun<TX, TW>(&run_fn_, &isa_));
+    OP_REQUIRES_OK(ctx, PickBuild<NetRunKernel>(&run_fn_, &isa_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("L", &num_layers_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("kernel_sizes", &kernel_sizes_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("strides", &strides_));
@@ -373,20 +354,14 @@ class PopulationDeltaNetOp : public OpKernel {
     const Tensor& obs_prev = ctx->input(1);
     const Tensor& index = ctx->input(2 + 3 * layers);
     const Tensor& fresh = ctx->input(3 + 3 * layers);
-    OP_REQUIRES(ctx, obs.dims() == 4,
-                errors::InvalidArgument("obs must be rank 4 [B, H, W, C], got shape ",
-                                        obs.shape().DebugString()));
+    OP_REQUIRES_OK(ctx, CheckRank(obs, 4, "obs", "[B, H, W, C]"));
     OP_REQUIRES(ctx, obs_prev.shape() == obs.shape(),
                 errors::InvalidArgument("obs_prev must have the shape of obs ",
                                         obs.shape().DebugString(), ", got ",
                                         obs_prev.shape().DebugString()));
     const int64_t batch = obs.dim_size(0);
-    OP_REQUIRES(ctx, index.dims() == 1 && index.dim_size(0) == batch,
-                errors::InvalidArgument("index must be [B] = [", batch, "], got shape ",
-                                        index.shape().DebugString()));
-    OP_REQUIRES(ctx, fresh.dims() == 1 && fresh.dim_size(0) == batch,
-                errors::InvalidArgument("fresh must be [B] = [", batch, "], got shape ",
-                                        fresh.shape().DebugString()));
+    OP_REQUIRES_OK(ctx, CheckRowVector(index, "index", batch));
+    OP_REQUIRES_OK(ctx, CheckRowVector(fresh, "fresh", batch));
     NetCall<TX, TW> call;
     call.layers.resize(layers);
     int64_t h = obs.dim_size(1), w = obs.dim_size(2), c = obs.dim_size(3), pop = -1;
@@ -441,13 +416,8 @@ class PopulationDeltaNetOp : public OpKernel {
                     "got ", h, "x", w, " positions from kernel_size ", kernel_sizes_.back(),
                     " and stride ", strides_.back(), " over its ",
                     call.layers.back().g.h, "x", call.layers.back().g.w, " input"));
+    OP_REQUIRES_OK(ctx, CheckIndexRange(index, pop, "w[0].shape[0]"));
     const auto idx = index.flat<int32>();
-    for (int64_t b = 0; b < batch; ++b) {
-      OP_REQUIRES(ctx, idx(b) >= 0 && idx(b) < pop,
-                  errors::InvalidArgument("index[", b, "] = ", idx(b),
-                                          " is out of range: expected a value in [0, ", pop,
-                                          ") (w[0].shape[0] = P)"));
-    }
     Tensor* logits = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({batch, c}), &logits));
     std::vector<bool> in_place(layers);
@@ -473,7 +443,7 @@ class PopulationDeltaNetOp : public OpKernel {
     }
     call.obs = obs.flat<TX>().data();
     call.obs_prev = obs_prev.flat<TX>().data();
-    const RowRuns runs = NetworkRuns(batch, idx, fr, /*join=*/true);
+    const RowRuns runs = NetworkRuns(batch, idx, fr, /*join=*/true, kRunRows);
     const std::vector<int64_t>& order = runs.order;
     const std::vector<int64_t>& run_start = runs.start;
     const std::vector<int64_t> shape = NetScratch::ShapeKey(call);

@@ -21,12 +21,13 @@
 // A fresh row is the same with every value a change from zero.
 //
 // Rows run in network order on the intra-op threads, a dense layer's rows of
-// one network as a run that shares each read of a kernel row. Each output
-// element is summed in a fixed order (window row, column, channel), so
-// results depend only on the row's own inputs.
+// one network as a run that shares each read of a kernel row (runs of up to
+// kRunRows rows, NetworkRuns in population_rows.h). Each output element is
+// summed in a fixed order (window row, column, channel), so results depend
+// only on the row's own inputs.
 
-#ifndef TFRL_CUSTOM_OPS_CC_KERNELS_POPULATION_DELTA_ROW_H_
-#define TFRL_CUSTOM_OPS_CC_KERNELS_POPULATION_DELTA_ROW_H_
+#ifndef TFRL_CUSTOM_OPS_POPULATION_DELTA_ROW_H_
+#define TFRL_CUSTOM_OPS_POPULATION_DELTA_ROW_H_
 
 #include <algorithm>
 #include <cstdint>
@@ -37,14 +38,8 @@
 
 #include "population_simd.h"
 
-namespace tensorflow {
-namespace population_delta {
-
-using population_simd::LoadU;
-using population_simd::LoadW;
-using population_simd::StoreU;
-using population_simd::Vec;
-using population_simd::Widen;
+namespace tfrl {
+namespace population {
 
 struct DeltaGeometry {
   int64_t h, w, c;        // input [H, W, C]
@@ -410,23 +405,6 @@ TFRL_INLINE void ResetScratch(DeltaScratch* s) {
   s->num_changed_pos = s->num_changes = s->num_changed_rows = s->num_touched = 0;
 }
 
-// One row that is not fresh: its changes by position, then each reached
-// output from the changes in its window, so that the result depends only on
-// the row's own inputs.
-template <int W, typename TX, typename TW>
-TFRL_INLINE void DeltaRowImpl(const DeltaGeometry& g, const DeltaRow<TX, TW>& r,
-                              DeltaScratch* s) {
-  if (r.fresh) return FreshRowImpl<W>(g, r, s->window.get());
-  CollectRow(g, r, s);
-  Change* window = s->window.get();
-  for (int64_t t = 0; t < s->num_touched; ++t) {
-    const int32_t o = s->touched_list[t];
-    AccumulateWindow<W>(r.acc + o * g.n, window, WindowOf(g, *s, o, window), r.w, g.n);
-    RecomputeIfNotFinite<W>(g, r, o, window);
-  }
-  ResetScratch(s);
-}
-
 // A dense layer (one output, whose window is the whole input) on up to
 // kRunRows rows of one network, none fresh. Rows of a network see much the
 // same changes (the same paddles and ball in other positions): on Pong the
@@ -460,56 +438,7 @@ TFRL_INLINE void SumDenseRun(const DeltaGeometry& g, const DeltaRow<TX, TW>* row
   }
 }
 
-template <int W, typename TX, typename TW>
-TFRL_INLINE void DenseRunImpl(const DeltaGeometry& g, const DeltaRow<TX, TW>* rows, int count,
-                              DeltaScratch* s, Change* const* windows) {
-  int64_t size[kRunRows];
-  for (int r = 0; r < count; ++r) {
-    CollectRow(g, rows[r], s);
-    size[r] = s->num_touched > 0 ? WindowOf(g, *s, 0, windows[r]) : 0;
-    ResetScratch(s);
-  }
-  SumDenseRun<W>(g, rows, count, windows, size);
-  for (int r = 0; r < count; ++r)
-    if (size[r] > 0) RecomputeIfNotFinite<W>(g, rows[r], 0, s->window.get());
-}
+}  // namespace population
+}  // namespace tfrl
 
-// A batch's rows in network order (stable in b), cut into runs of up to
-// kRunRows rows of one network that are not fresh (a fresh row is a run of
-// its own, and with `join` false every row is): run r is
-// order[start[r], start[r + 1]). A run's rows share their network's bias
-// rows and, in cache, its kernel rows.
-struct RowRuns {
-  std::vector<int64_t> order, start;
-  int64_t count() const { return static_cast<int64_t>(start.size()) - 1; }
-};
-
-template <typename Index, typename Fresh>
-RowRuns NetworkRuns(int64_t batch, const Index& idx, const Fresh& fresh, bool join) {
-  RowRuns runs;
-  runs.order.resize(batch);
-  for (int64_t b = 0; b < batch; ++b) runs.order[b] = b;
-  std::stable_sort(runs.order.begin(), runs.order.end(),
-                   [&](int64_t a, int64_t b) { return idx(a) < idx(b); });
-  for (int64_t u = 0; u < batch; ++u) {
-    const int64_t b = runs.order[u], before = u > 0 ? runs.order[u - 1] : -1;
-    const bool joins = join && !runs.start.empty() && u - runs.start.back() < kRunRows &&
-                       !fresh(b) && !fresh(before) && idx(before) == idx(b);
-    if (!joins) runs.start.push_back(u);
-  }
-  runs.start.push_back(batch);
-  return runs;
-}
-
-template <int W, typename TX, typename TW>
-TFRL_INLINE void DeltaRunImpl(const DeltaGeometry& g, const DeltaRow<TX, TW>* rows, int count,
-                              DeltaScratch* s, Change* const* windows) {
-  if (g.out_h * g.out_w == 1 && !rows[0].fresh)
-    return DenseRunImpl<W>(g, rows, count, s, windows);
-  for (int r = 0; r < count; ++r) DeltaRowImpl<W>(g, rows[r], s);
-}
-
-}  // namespace population_delta
-}  // namespace tensorflow
-
-#endif  // TFRL_CUSTOM_OPS_CC_KERNELS_POPULATION_DELTA_ROW_H_
+#endif  // TFRL_CUSTOM_OPS_POPULATION_DELTA_ROW_H_

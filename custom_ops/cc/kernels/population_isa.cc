@@ -1,6 +1,7 @@
 // Which ISA build the population kernels run (TFRL_POPULATION_ISA, read once
-// per process), the count of op calls on each path, and the kernel of
-// PopulationKernelInfo, which reports both (see population_ops.cc).
+// per process; see population_isa.h), the count of op calls on each path,
+// and the kernel of PopulationKernelInfo, which reports both (see
+// population_ops.cc).
 
 #include <atomic>
 #include <cstdlib>
@@ -11,12 +12,15 @@
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "population_amx.h"
-#include "population_simd.h"
+#include "population_isa.h"
 
-namespace tensorflow {
-namespace population_simd {
+namespace tfrl {
+namespace population {
 
 namespace {
+
+using tensorflow::Status;
+namespace errors = tensorflow::errors;
 
 constexpr char kEnvVar[] = "TFRL_POPULATION_ISA";
 
@@ -109,6 +113,8 @@ Status ActiveIsa(Isa* isa) {
   return choice->status;
 }
 
+bool AmxActive(Isa isa) { return isa == Isa::kAvx512 && AmxBf16Usable(); }
+
 void CountCall(Path path) {
   g_calls[static_cast<int>(path)].fetch_add(1, std::memory_order_relaxed);
 }
@@ -117,14 +123,16 @@ int64_t CallCount(Path path) {
   return g_calls[static_cast<int>(path)].load(std::memory_order_relaxed);
 }
 
-}  // namespace population_simd
+}  // namespace population
+}  // namespace tfrl
 
+namespace tensorflow {
 namespace {
 
-using population_simd::Isa;
-using population_simd::kNumIsas;
-using population_simd::kNumPaths;
-using population_simd::Path;
+using tfrl::population::Isa;
+using tfrl::population::kNumIsas;
+using tfrl::population::kNumPaths;
+using tfrl::population::Path;
 
 class PopulationKernelInfoOp : public OpKernel {
  public:
@@ -132,28 +140,27 @@ class PopulationKernelInfoOp : public OpKernel {
 
   void Compute(OpKernelContext* ctx) override {
     Isa isa;
-    OP_REQUIRES_OK(ctx, population_simd::ActiveIsa(&isa));
+    OP_REQUIRES_OK(ctx, tfrl::population::ActiveIsa(&isa));
     std::vector<Isa> cpu;
     for (int i = kNumIsas - 1; i >= 0; --i)
-      if (population_simd::CpuRunsIsa(static_cast<Isa>(i))) cpu.push_back(static_cast<Isa>(i));
+      if (tfrl::population::CpuRunsIsa(static_cast<Isa>(i))) cpu.push_back(static_cast<Isa>(i));
     Tensor* out = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &out));
-    out->scalar<tstring>()() = population_simd::IsaName(isa);
+    out->scalar<tstring>()() = tfrl::population::IsaName(isa);
     OP_REQUIRES_OK(ctx, ctx->allocate_output(
                             1, TensorShape({static_cast<int64_t>(cpu.size())}), &out));
     for (size_t i = 0; i < cpu.size(); ++i)
-      out->vec<tstring>()(i) = population_simd::IsaName(cpu[i]);
+      out->vec<tstring>()(i) = tfrl::population::IsaName(cpu[i]);
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({}), &out));
-    // The AMX tiles run only where the AVX-512 build does (they convert with
-    // AVX-512 instructions), so a narrower TFRL_POPULATION_ISA turns them off.
-    out->scalar<bool>()() = isa == Isa::kAvx512 && tfrl_population::AmxBf16Usable();
+    // A narrower TFRL_POPULATION_ISA turns the AMX tiles off.
+    out->scalar<bool>()() = tfrl::population::AmxActive(isa);
     Tensor* names = nullptr;
     Tensor* calls = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({kNumPaths}), &names));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(4, TensorShape({kNumPaths}), &calls));
     for (int i = 0; i < kNumPaths; ++i) {
-      names->vec<tstring>()(i) = population_simd::PathName(static_cast<Path>(i));
-      calls->vec<int64_t>()(i) = population_simd::CallCount(static_cast<Path>(i));
+      names->vec<tstring>()(i) = tfrl::population::PathName(static_cast<Path>(i));
+      calls->vec<int64_t>()(i) = tfrl::population::CallCount(static_cast<Path>(i));
     }
   }
 };

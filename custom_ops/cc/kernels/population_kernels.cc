@@ -1,26 +1,24 @@
-// CPU kernels of PopulationMatmul and PopulationConv2D (see population_ops.cc).
+// The op classes of PopulationMatmul and PopulationConv2D (see
+// population_ops.cc).
 //
-// Active rows are bucketed by network (a stable sort), every bucket becomes
-// one GEMM whose A and C rows are addressed through row pointers (no gather
-// copy of x, no copy of w; for convolutions the A rows are the image patches
-// read in place, so there is no im2col buffer either), and the buckets are cut into work units that run
-// on the intra-op thread pool. The GEMM is a register-blocked micro-kernel
-// written with GCC vector extensions and compiled three times (AVX-512, AVX2 +
-// FMA, baseline SSE); the widest one the CPU supports is picked at run time
-// (or the one TFRL_POPULATION_ISA names, see population_isa.cc), so the
-// library runs on any x86-64 CPU whatever flags TensorFlow was built with.
+// Active rows are bucketed by network (a stable sort, population_rows.h),
+// every bucket becomes one GEMM (population_gemm.h) whose A and C rows are
+// addressed through row pointers, and the buckets are cut into work units
+// that run on the intra-op thread pool; each unit's rows get the epilogue
+// (bias, ReLU) right after their GEMM. The GEMM's build (AVX-512, AVX2 + FMA
+// or the SSE baseline) is the one the process runs (population_isa.h), so
+// the library runs on any x86-64 CPU whatever flags TensorFlow was built
+// with.
 //
-// Weights come as float32 or bfloat16 (template TW). bfloat16 halves the bytes
-// that a step streams through a population's dense layers (one weight read per
-// network per step is what bounds them on a CPU); each weight is widened to
-// float32 exactly on load and the arithmetic is float32, so the result is the
-// float32 product with the bfloat16-rounded weights.
+// Weights come as float32 or bfloat16. bfloat16 halves the bytes that a step
+// streams through a population's dense layers (one weight read per network
+// per step is what bounds them on a CPU).
 //
 // PopulationConv2D with input_dtype = "bfloat16" (bfloat16 kernels only) also
 // rounds its input to bfloat16 and accumulates in float32: on CPUs with
 // AMX-BF16 in tiles (population_amx.{h,cc}), elsewhere (or with
 // TFRL_POPULATION_NO_AMX set) by rounding the active rows' images into a
-// scratch copy that the float32 GEMM above then reads.
+// scratch copy that the float32 GEMM then reads.
 
 #pragma GCC optimize("fp-contract=fast")
 
@@ -36,342 +34,35 @@
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/platform/threadpool.h"
 #include "population_amx.h"
+#include "population_gemm.h"
+#include "population_isa.h"
+#include "population_rows.h"
 #include "population_simd.h"
 
 namespace tensorflow {
 namespace {
 
-using population_simd::CountCall;
-using population_simd::Isa;
-using population_simd::KernelRows;
-using population_simd::LoadU;
-using population_simd::LoadW;
-using population_simd::OutputShape;
-using population_simd::Path;
-using population_simd::PickByIsa;
-using population_simd::Storage;
-using population_simd::StoreU;
-using population_simd::Vec;
-using population_simd::WeightData;
-using population_simd::Widen;
-
-// One GEMM: C rows (c[i], N floats each) = A rows x B, where B is [K, N]
-// row-major. A row is `num_seg` segments of `seg_len` floats, segment s
-// starting at a[i] + s * seg_stride (K = num_seg * seg_len): one contiguous
-// segment for dense layers; for a convolution, the kh image rows of one patch
-// (kw * c_in floats each, W * c_in apart), read in place with no im2col copy.
-template <typename TW>
-struct GemmArgs {
-  const float* const* a;
-  float* const* c;
-  int64_t rows;
-  const TW* b;
-  int64_t k;
-  int64_t n;
-  int64_t seg_len;
-  int64_t num_seg;
-  int64_t seg_stride;
-};
-
-// C[i, j0 : j0 + NV * W] for MR rows, accumulated over all of K in registers.
-template <int W, int MR, int NV, typename TW>
-TFRL_INLINE void MicroKernel(const float* const* a, float* const* c,
-                             const TW* b, const GemmArgs<TW>& g, int64_t j0) {
-  typedef typename Vec<W>::type V;
-  V acc[MR][NV];
-  for (int i = 0; i < MR; ++i)
-    for (int v = 0; v < NV; ++v) acc[i][v] = V{};
-  const TW* bp = b + j0;
-  const int64_t ldb = g.n;
-  for (int64_t s = 0; s < g.num_seg; ++s) {
-    const float* ap[MR];
-    for (int i = 0; i < MR; ++i) ap[i] = a[i] + s * g.seg_stride;
-    for (int64_t t = 0; t < g.seg_len; ++t, bp += ldb) {
-      V bv[NV];
-      for (int v = 0; v < NV; ++v) bv[v] = LoadW<W>(bp + v * W);
-      for (int i = 0; i < MR; ++i) {
-        const float x = ap[i][t];
-        for (int v = 0; v < NV; ++v) acc[i][v] += x * bv[v];
-      }
-    }
-  }
-  for (int i = 0; i < MR; ++i)
-    for (int v = 0; v < NV; ++v) StoreU(c[i] + j0 + v * W, acc[i][v]);
-}
-
-// Columns that do not fill a vector.
-template <int MR, typename TW>
-TFRL_INLINE void ScalarTail(const float* const* a, float* const* c,
-                            const TW* b, const GemmArgs<TW>& g, int64_t j0) {
-  for (int i = 0; i < MR; ++i) {
-    for (int64_t j = j0; j < g.n; ++j) {
-      float sum = 0.f;
-      const TW* bp = b + j;
-      for (int64_t s = 0; s < g.num_seg; ++s) {
-        const float* ap = a[i] + s * g.seg_stride;
-        for (int64_t t = 0; t < g.seg_len; ++t, bp += g.n)
-          sum += ap[t] * Widen(*bp);
-      }
-      c[i][j] = sum;
-    }
-  }
-}
-
-// Accumulator budget per ISA: the widest column block that still leaves
-// registers for the broadcast and the loaded B vectors.
-template <int W>
-constexpr int AccBudget() {
-  return W == 16 ? 16 : 12;
-}
-
-template <int W, int MR, typename TW>
-TFRL_INLINE void RowBlock(const float* const* a, float* const* c,
-                          const GemmArgs<TW>& g) {
-  constexpr int kNv0 = AccBudget<W>() / MR;
-  constexpr int kNv = kNv0 < 1 ? 1 : (kNv0 > 8 ? 8 : kNv0);
-  int64_t j = 0;
-  for (; j + kNv * W <= g.n; j += kNv * W) MicroKernel<W, MR, kNv>(a, c, g.b, g, j);
-  for (; j + W <= g.n; j += W) MicroKernel<W, MR, 1>(a, c, g.b, g, j);
-  if (j < g.n) ScalarTail<MR>(a, c, g.b, g, j);
-}
-
-// Few rows (3 to kStreamRows) against a wide B, as the dense layers of a GA
-// population meet it (a few episodes per network): such a GEMM is bound by
-// reading B from memory. K is cut into chunks of B rows that fit in L1 with
-// room to spare; within a chunk each (rows x column block) tile accumulates in
-// registers, starting from the partial sums in C, so B comes from memory
-// once, chunk after chunk in address order (the next chunk is prefetched
-// while the current one is used), and C is read and written once per chunk,
-// not once per B row. The additions happen in the same order as in the
-// register-blocked path (K ascending from zero), so a row's result does not
-// depend on which path its bucket took.
-constexpr int kStreamRows = 8;
-constexpr int64_t kStreamMinN = 64;
-constexpr int64_t kChunkBytes = 16 * 1024;
-
-template <int W, int R, int NV, typename TW>
-TFRL_INLINE void ChunkTile(const float* const* ap, float* const* c, const TW* bp,
-                           int64_t ldb, int64_t len, int64_t j, bool first) {
-  typedef typename Vec<W>::type V;
-  V acc[R][NV];
-  for (int i = 0; i < R; ++i)
-    for (int v = 0; v < NV; ++v)
-      acc[i][v] = first ? V{} : LoadU<V>(c[i] + j + v * W);
-  bp += j;
-  for (int64_t t = 0; t < len; ++t, bp += ldb) {
-    V bv[NV];
-    for (int v = 0; v < NV; ++v) bv[v] = LoadW<W>(bp + v * W);
-    for (int i = 0; i < R; ++i) {
-      const float x = ap[i][t];
-      for (int v = 0; v < NV; ++v) acc[i][v] += x * bv[v];
-    }
-  }
-  for (int i = 0; i < R; ++i)
-    for (int v = 0; v < NV; ++v) StoreU(c[i] + j + v * W, acc[i][v]);
-}
-
-// One chunk (B rows bp .. bp + len) for R rows, all full column vectors;
-// spreads prefetches of `next` (`next_bytes` long, or null) over the tiles.
-template <int W, int R, typename TW>
-TFRL_INLINE void ChunkRows(const float* const* ap, float* const* c, const TW* bp,
-                           int64_t n, int64_t len, bool first, const char* next,
-                           int64_t next_bytes) {
-  constexpr int kNv0 = AccBudget<W>() / R;
-  constexpr int kNv = kNv0 < 1 ? 1 : (kNv0 > 4 ? 4 : kNv0);
-  const int64_t nv = n / W * W;
-  const int64_t tiles = nv / (kNv * W) + (nv % (kNv * W)) / W;
-  const int64_t lines_per_tile = next ? (next_bytes / 64 + tiles) / std::max<int64_t>(tiles, 1) : 0;
-  int64_t line = 0;
-  auto prefetch = [&]() {
-    for (int64_t l = 0; l < lines_per_tile && line * 64 < next_bytes; ++l, ++line)
-      __builtin_prefetch(next + line * 64, 0, 3);
-  };
-  int64_t j = 0;
-  for (; j + kNv * W <= nv; j += kNv * W) {
-    prefetch();
-    ChunkTile<W, R, kNv>(ap, c, bp, n, len, j, first);
-  }
-  for (; j < nv; j += W) {
-    prefetch();
-    ChunkTile<W, R, 1>(ap, c, bp, n, len, j, first);
-  }
-}
-
-// One or two rows: C (in L1) is the accumulator and B is streamed once in
-// address order, row after row; with so few rows the C loads and stores cost
-// less than the strided reads of a chunked tile.
-constexpr int64_t kPrefetchRows = 8;
-
-template <int W, int R, typename TW>
-TFRL_INLINE void StreamRowsLinear(const float* const* a, float* const* c,
-                                  const GemmArgs<TW>& g) {
-  typedef typename Vec<W>::type V;
-  const int64_t n = g.n, nv = n / W * W;
-  for (int i = 0; i < R; ++i) std::memset(c[i], 0, sizeof(float) * n);
-  const TW* bp = g.b;
-  const TW* const b_end = g.b + g.k * n;
-  for (int64_t s = 0; s < g.num_seg; ++s) {
-    const float* ap[R];
-    for (int i = 0; i < R; ++i) ap[i] = a[i] + s * g.seg_stride;
-    for (int64_t t = 0; t < g.seg_len; ++t, bp += n) {
-      float x[R];
-      for (int i = 0; i < R; ++i) x[i] = ap[i][t];
-      // Software prefetch a few KiB ahead: the hardware prefetchers stop at
-      // 4 KiB page boundaries, and this loop is bound by memory.
-      if (bp + kPrefetchRows * n < b_end) {
-        const char* ahead = reinterpret_cast<const char*>(bp + kPrefetchRows * n);
-        for (int64_t off = 0; off < static_cast<int64_t>(n * sizeof(TW)); off += 64)
-          __builtin_prefetch(ahead + off, 0, 3);
-      }
-      for (int64_t j = 0; j < nv; j += W) {
-        const V bv = LoadW<W>(bp + j);
-        for (int i = 0; i < R; ++i)
-          StoreU(c[i] + j, LoadU<V>(c[i] + j) + x[i] * bv);
-      }
-    }
-  }
-  // The same code as the register-blocked path for the last columns.
-  if (nv < n) ScalarTail<R>(a, c, g.b, g, nv);
-}
-
-template <int W, typename TW>
-TFRL_INLINE void StreamRows(const GemmArgs<TW>& g) {
-  const int64_t n = g.n, nv = n / W * W;
-  const int64_t kc = std::max<int64_t>(1, kChunkBytes / (n * static_cast<int64_t>(sizeof(TW))));
-  const TW* bp = g.b;
-  const TW* const b_end = g.b + g.k * n;
-  bool first = true;
-  for (int64_t s = 0; s < g.num_seg; ++s) {
-    for (int64_t t0 = 0; t0 < g.seg_len; t0 += kc) {
-      const int64_t len = std::min(kc, g.seg_len - t0);
-      const TW* next = bp + len * n;
-      const int64_t next_bytes =
-          next < b_end ? std::min<int64_t>(kc * n, b_end - next) * sizeof(TW) : 0;
-      const char* next_p = next_bytes ? reinterpret_cast<const char*>(next) : nullptr;
-      // Row blocks of 4 (the tile that fits the registers), then the rest.
-      int64_t i = 0;
-      for (; i < g.rows; i += 4) {
-        const float* ap[4];
-        const int64_t r = std::min<int64_t>(4, g.rows - i);
-        for (int64_t q = 0; q < r; ++q) ap[q] = g.a[i + q] + s * g.seg_stride + t0;
-        float* const* c = g.c + i;
-        // Prefetch the next chunk during the first row block only.
-        const char* pf = i == 0 ? next_p : nullptr;
-        switch (r) {
-          case 1: ChunkRows<W, 1>(ap, c, bp, n, len, first, pf, next_bytes); break;
-          case 2: ChunkRows<W, 2>(ap, c, bp, n, len, first, pf, next_bytes); break;
-          case 3: ChunkRows<W, 3>(ap, c, bp, n, len, first, pf, next_bytes); break;
-          default: ChunkRows<W, 4>(ap, c, bp, n, len, first, pf, next_bytes); break;
-        }
-      }
-      first = false;
-      bp += len * n;
-    }
-  }
-  // The same code as the register-blocked path for the last columns.
-  if (nv < n) {
-    for (int64_t i = 0; i < g.rows; ++i) ScalarTail<1>(g.a + i, g.c + i, g.b, g, nv);
-  }
-}
-
-template <int W, typename TW>
-TFRL_INLINE void GemmImpl(const GemmArgs<TW>& g) {
-  constexpr int kMr = W == 16 ? 8 : 6;
-  if (g.rows <= kStreamRows && g.n >= kStreamMinN) {
-    switch (g.rows) {
-      case 0: return;
-      case 1: StreamRowsLinear<W, 1>(g.a, g.c, g); return;
-      case 2: StreamRowsLinear<W, 2>(g.a, g.c, g); return;
-      default: StreamRows<W, TW>(g); return;
-    }
-  }
-  int64_t i = 0;
-  for (; i + kMr <= g.rows; i += kMr) RowBlock<W, kMr, TW>(g.a + i, g.c + i, g);
-  const float* const* a = g.a + i;
-  float* const* c = g.c + i;
-  switch (g.rows - i) {
-    case 0: break;
-    case 1: RowBlock<W, 1, TW>(a, c, g); break;
-    case 2: RowBlock<W, 2, TW>(a, c, g); break;
-    case 3: RowBlock<W, 3, TW>(a, c, g); break;
-    case 4: RowBlock<W, 4, TW>(a, c, g); break;
-    case 5: RowBlock<W, 5, TW>(a, c, g); break;
-    case 6: RowBlock<W, 6, TW>(a, c, g); break;
-    default: RowBlock<W, 7, TW>(a, c, g); break;
-  }
-}
-
-#if TFRL_X86
-template <typename TW>
-__attribute__((target("avx512f,avx512dq,avx512bw,avx2,fma"))) void GemmAvx512(
-    const GemmArgs<TW>& g) {
-  GemmImpl<16, TW>(g);
-}
-template <typename TW>
-__attribute__((target("avx2,fma"))) void GemmAvx2(const GemmArgs<TW>& g) {
-  GemmImpl<8, TW>(g);
-}
-#endif
-template <typename TW>
-void GemmBaseline(const GemmArgs<TW>& g) {
-  GemmImpl<4, TW>(g);
-}
-
-template <typename TW>
-using GemmFn = void (*)(const GemmArgs<TW>&);
-
-// The build TFRL_POPULATION_ISA (or the CPU) chose, into *gemm and *isa.
-template <typename TW>
-Status PickGemm(GemmFn<TW>* gemm, Isa* isa) {
-#if TFRL_X86
-  return PickByIsa<GemmFn<TW>>(&GemmAvx512<TW>, &GemmAvx2<TW>, &GemmBaseline<TW>, gemm, isa);
-#else
-  return PickByIsa<GemmFn<TW>>(&GemmBaseline<TW>, &GemmBaseline<TW>, &GemmBaseline<TW>, gemm,
-                               isa);
-#endif
-}
-
-// The active rows grouped by network, stable in b: bucket r holds the rows
-// order[begin, end) of network p (only networks with active rows have a
-// bucket, in increasing p). A sort of the active rows, so that the cost does
-// not grow with P (a w of shape [2^40, 0, N] is valid). Fails on an active
-// row whose network index is outside [0, pop).
-struct Buckets {
-  struct Bucket {
-    int64_t p, begin, end;
-  };
-  std::vector<int64_t> order;
-  std::vector<Bucket> buckets;
-};
-
-Status BucketRows(const Tensor& index, const Tensor& active, int64_t pop, Buckets* out) {
-  const int64_t batch = index.dim_size(0);
-  const auto idx = index.flat<int32>();
-  const auto act = active.flat<bool>();
-  std::vector<int64_t>& order = out->order;
-  order.clear();
-  out->buckets.clear();
-  for (int64_t b = 0; b < batch; ++b) {
-    if (!act(b)) continue;
-    const int32 p = idx(b);
-    if (p < 0 || p >= pop)
-      return errors::InvalidArgument("index[", b, "] = ", p,
-                                     " is out of range: expected a value in [0, ", pop,
-                                     ") (w.shape[0] = P) for an active row");
-    order.push_back(b);
-  }
-  std::stable_sort(order.begin(), order.end(),
-                   [&idx](int64_t a, int64_t b) { return idx(a) < idx(b); });
-  for (int64_t r = 0; r < static_cast<int64_t>(order.size()); ++r) {
-    const int64_t p = idx(order[r]);
-    if (out->buckets.empty() || out->buckets.back().p != p) {
-      out->buckets.push_back({p, r, r + 1});
-    } else {
-      out->buckets.back().end = r + 1;
-    }
-  }
-  return OkStatus();
-}
+using tfrl::population::AmxActive;
+using tfrl::population::AmxConv;
+using tfrl::population::AmxTileScope;
+using tfrl::population::BucketRows;
+using tfrl::population::Buckets;
+using tfrl::population::CheckConvAttrs;
+using tfrl::population::CheckConvInput;
+using tfrl::population::CheckConvKernel;
+using tfrl::population::CheckIndexAndActive;
+using tfrl::population::CheckRank;
+using tfrl::population::ConvGeometry;
+using tfrl::population::CountCall;
+using tfrl::population::GemmArgs;
+using tfrl::population::GemmFn;
+using tfrl::population::Isa;
+using tfrl::population::KernelRows;
+using tfrl::population::OutputShape;
+using tfrl::population::Path;
+using tfrl::population::PickGemm;
+using tfrl::population::Storage;
+using tfrl::population::WeightData;
 
 // What follows a row's matmul (the ops' `epilogue` attr): y += bias[p], then
 // y = max(y, 0), on rows still in cache, instead of two more ops (and two
@@ -495,25 +186,6 @@ void RunGrouped(OpKernelContext* ctx, GemmFn<TW> gemm, const Tensor& index,
       static_cast<int64_t>(units.size()), cost, work);
 }
 
-Status CheckIndexAndActive(const Tensor& index, const Tensor& active,
-                           int64_t batch) {
-  if (index.dims() != 1)
-    return errors::InvalidArgument("index must be rank 1 [B], got shape ",
-                                   index.shape().DebugString());
-  if (active.dims() != 1)
-    return errors::InvalidArgument("active must be rank 1 [B], got shape ",
-                                   active.shape().DebugString());
-  if (index.dim_size(0) != batch)
-    return errors::InvalidArgument("index must have B = ", batch,
-                                   " entries (x.shape[0]), got ",
-                                   index.dim_size(0));
-  if (active.dim_size(0) != batch)
-    return errors::InvalidArgument("active must have B = ", batch,
-                                   " entries (x.shape[0]), got ",
-                                   active.dim_size(0));
-  return OkStatus();
-}
-
 template <typename T>
 class PopulationMatmulOp : public OpKernel {
   typedef typename Storage<T>::type TW;
@@ -529,12 +201,8 @@ class PopulationMatmulOp : public OpKernel {
     const Tensor& w = ctx->input(1);
     const Tensor& index = ctx->input(2);
     const Tensor& active = ctx->input(3);
-    OP_REQUIRES(ctx, x.dims() == 3,
-                errors::InvalidArgument("x must be rank 3 [B, M, K], got shape ",
-                                        x.shape().DebugString()));
-    OP_REQUIRES(ctx, w.dims() == 3,
-                errors::InvalidArgument("w must be rank 3 [P, K, N], got shape ",
-                                        w.shape().DebugString()));
+    OP_REQUIRES_OK(ctx, CheckRank(x, 3, "x", "[B, M, K]"));
+    OP_REQUIRES_OK(ctx, CheckRank(w, 3, "w", "[P, K, N]"));
     const int64_t batch = x.dim_size(0), m = x.dim_size(1), k = x.dim_size(2);
     const int64_t pop = w.dim_size(0), n = w.dim_size(2);
     OP_REQUIRES_OK(ctx, CheckIndexAndActive(index, active, batch));
@@ -592,7 +260,7 @@ constexpr int64_t kAmxPositions = 64;
 // The AMX path: work units are runs of (image, 64 output positions) items of
 // one network's bucket; a unit packs its network's kernel once and computes
 // its items in tiles. Inactive rows of y are zeroed.
-void RunAmxConv(OpKernelContext* ctx, const tfrl_population::ConvGeometry& g,
+void RunAmxConv(OpKernelContext* ctx, const ConvGeometry& g,
                 const Tensor& index, const Tensor& active, int64_t pop, const uint16_t* w,
                 const float* x, float* y, const Epilogue& epilogue) {
   const int64_t batch = index.dim_size(0);
@@ -620,8 +288,8 @@ void RunAmxConv(OpKernelContext* ctx, const tfrl_population::ConvGeometry& g,
   const int64_t cost = std::max<int64_t>(1, chunk * kAmxPositions * g.k * g.n / 64);
   const std::vector<int64_t>& order = buckets.order;
   auto work = [&](int64_t first, int64_t last) {
-    tfrl_population::AmxTileScope tiles;  // this thread's tiles, released at the end
-    tfrl_population::AmxConv conv(g);
+    AmxTileScope tiles;  // this thread's tiles, released at the end
+    AmxConv conv(g);
     int64_t packed = -1;
     for (int64_t u = first; u < last; ++u) {
       const Unit& un = units[u];
@@ -684,9 +352,7 @@ class PopulationConv2DOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("input_scale", &input_scale_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("kernel_size", &kernel_size_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("stride", &stride_));
-    OP_REQUIRES(ctx, kernel_size_ >= 1 && stride_ >= 1,
-                errors::InvalidArgument("kernel_size and stride must be >= 1, got ",
-                                        kernel_size_, " and ", stride_));
+    OP_REQUIRES_OK(ctx, CheckConvAttrs(kernel_size_, stride_));
     std::string input_dtype;
     OP_REQUIRES_OK(ctx, ctx->GetAttr("input_dtype", &input_dtype));
     OP_REQUIRES(ctx, input_dtype == "float32" || input_dtype == "bfloat16",
@@ -698,8 +364,7 @@ class PopulationConv2DOp : public OpKernel {
                 errors::InvalidArgument("input_dtype 'bfloat16' needs bfloat16 kernels "
                                         "(T = bfloat16), got T = ",
                                         DataTypeString(DataTypeToEnum<T>::v())));
-    // AMX converts with AVX-512 instructions: only where that build is active.
-    use_amx_ = round_input_ && isa_ == Isa::kAvx512 && tfrl_population::AmxBf16Usable();
+    use_amx_ = round_input_ && AmxActive(isa_);
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -707,27 +372,17 @@ class PopulationConv2DOp : public OpKernel {
     const Tensor& w = ctx->input(1);
     const Tensor& index = ctx->input(2);
     const Tensor& active = ctx->input(3);
-    OP_REQUIRES(ctx, x.dims() == 4,
-                errors::InvalidArgument("x must be rank 4 [B, H, W, C], got shape ",
-                                        x.shape().DebugString()));
-    OP_REQUIRES(ctx, w.dims() == 3,
-                errors::InvalidArgument("w must be rank 3 [P, K, N], got shape ",
-                                        w.shape().DebugString()));
+    OP_REQUIRES_OK(ctx, CheckRank(x, 4, "x", "[B, H, W, C]"));
+    OP_REQUIRES_OK(ctx, CheckRank(w, 3, "w", "[P, K, N]"));
     const int64_t batch = x.dim_size(0), h = x.dim_size(1), wd = x.dim_size(2),
                   c = x.dim_size(3);
     const int64_t ks = kernel_size_, st = stride_;
     const int64_t pop = w.dim_size(0), n = w.dim_size(2);
     OP_REQUIRES_OK(ctx, CheckIndexAndActive(index, active, batch));
-    OP_REQUIRES(ctx, h >= ks && wd >= ks,
-                errors::InvalidArgument("x spatial size ", h, "x", wd,
-                                        " is smaller than kernel_size ", ks));
+    OP_REQUIRES_OK(ctx, CheckConvInput(h, wd, ks));
     int64_t k;
     OP_REQUIRES_OK(ctx, KernelRows(ks, c, &k));
-    OP_REQUIRES(ctx, w.dim_size(1) == k,
-                errors::InvalidArgument(
-                    "w.shape[1] must be kernel_size^2 * C = ", k, ": got w shape ",
-                    w.shape().DebugString(), " for x shape ", x.shape().DebugString(),
-                    " and kernel_size ", ks));
+    OP_REQUIRES_OK(ctx, CheckConvKernel(x, w, ks, k));
     Epilogue epilogue;
     OP_REQUIRES_OK(ctx, MakeEpilogue(ctx, add_bias_, relu_, pop, n, &epilogue));
     const int64_t oh = (h - ks) / st + 1, ow = (wd - ks) / st + 1;
@@ -756,7 +411,7 @@ class PopulationConv2DOp : public OpKernel {
     }
     CountCall(use_amx_ && k > 0 ? Path::kAmx : static_cast<Path>(isa_));
     if (use_amx_ && k > 0) {
-      const tfrl_population::ConvGeometry g{h, wd, c, ks, st, ow, oh * ow, k, n};
+      const ConvGeometry g{h, wd, c, ks, st, ow, oh * ow, k, n};
       RunAmxConv(ctx, g, index, active, pop,
                  reinterpret_cast<const uint16_t*>(WeightData<T>(w)), xp,
                  y->flat<float>().data(), epilogue);
