@@ -26,6 +26,8 @@ OURS, PEER = "#1f77b4", "#999999"
 def _machine(record):
   prov = record.get("provenance", record)
   cpu = prov.get("cpu_model") or record.get("processor") or "?"
+  if ";" in cpu:  # "AMD EPYC (family 25, model 17; avx2, ...)": the flags are too long
+    cpu = cpu.split(";")[0] + ")"
   date = (prov.get("date") or "")[:10]
   return f"{cpu}, {prov.get('cores', record.get('cores', '?'))} cores, {date}"
 
@@ -53,7 +55,7 @@ def env_chart(record, out):
   values = [r["frames_per_second"] for r in rows]
   colours = [OURS if r["name"].startswith("tfrl") else PEER for r in rows]
   _bars(labels, values, colours, "frames/s (best round; emulators in brackets)",
-        f"Pong env throughput: {_machine(record)}", out)
+        f"Pong env throughput\n{_machine(record)}", out)
 
 
 def ga_chart(record, out):
@@ -62,14 +64,14 @@ def ga_chart(record, out):
   values = [r["median_round_wall_ratio"] for r in rows]
   colours = [PEER if r["run"].startswith("env-only") else OURS for r in rows]
   _bars(labels, values, colours, "median round ratio to the best env-only frames/s",
-        f"GA generation vs env-only: {_machine(record)}", out, fmt="{:.2f}")
+        f"GA generation vs env-only\n{_machine(record)}", out, fmt="{:.2f}")
 
 
 def ga3c_chart(record, out):
   labels = ["env only (random actions)", "GA3C training end to end"]
   values = [record["env_only_frames_per_second"], record["training"]["frames_per_second"]]
   _bars(labels, values, [PEER, OURS], f"frames/s ({record['emulators']} emulators)",
-        f"GA3C on Pong: {_machine(record)}", out)
+        f"GA3C on Pong\n{_machine(record)}", out)
 
 
 CHARTS = {"env": env_chart, "ga": ga_chart, "ga3c": ga3c_chart}
