@@ -1,5 +1,7 @@
 """AtariEnv: parity with ale-py, preprocessing, index subsets, bad input."""
 
+import os
+import sys
 import threading
 
 from absl.testing import parameterized
@@ -10,6 +12,11 @@ import tensorflow as tf
 
 from tfrl.envs import AtariEnv
 from tfrl.ops import ale as ale_ops
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if _ROOT not in sys.path:
+  sys.path.insert(0, _ROOT)
+from tests.cpu_features import cpu_flags  # pylint: disable=g-import-not-at-top
 
 
 def reference_ale(game: str, seed: int, slot: int = 0) -> ale_py.ALEInterface:
@@ -117,17 +124,6 @@ def _play_pong(steps=120):
   return frames
 
 
-def _cpu_flags():
-  try:
-    with open("/proc/cpuinfo") as f:
-      for line in f:
-        if line.startswith("flags"):
-          return set(line.split(":", 1)[1].split())
-  except OSError:
-    pass
-  return set()
-
-
 class PortablePathTest(tf.test.TestCase):
   """The SIMD builds of the observation pipeline (AVX-512 VBMI grey levels,
   AVX2 resize) and the portable ones give the same bytes, and each ran where
@@ -137,7 +133,7 @@ class PortablePathTest(tf.test.TestCase):
     import json, os, subprocess, sys, tempfile  # pylint: disable=import-outside-toplevel,multiple-imports
     if "TFRL_ALE_NO_SIMD" in os.environ:
       self.skipTest("TFRL_ALE_NO_SIMD is set: this process runs the portable builds too")
-    flags = _cpu_flags()
+    flags = cpu_flags()
     simd = {"grey_levels_avx512_vbmi": {"avx512vbmi", "avx512bw"} <= flags,
             "resize_avx2": "avx2" in flags}
     if not flags:

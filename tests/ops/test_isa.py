@@ -22,7 +22,11 @@ import tensorflow as tf
 from tfrl.ops import population
 from tfrl.ops import population_delta as delta
 
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if ROOT not in sys.path:
+  sys.path.insert(0, ROOT)
+from tests.cpu_features import cpu_flags  # pylint: disable=g-import-not-at-top
 
 # The CPU flags each build's target attribute needs.
 BUILD_FLAGS = {
@@ -30,18 +34,6 @@ BUILD_FLAGS = {
     "avx2": ("avx2", "fma"),
     "sse": (),
 }
-
-
-def cpu_flags():
-  """The CPU's feature flags from /proc/cpuinfo (empty set elsewhere)."""
-  try:
-    with open("/proc/cpuinfo") as f:
-      for line in f:
-        if line.startswith("flags"):
-          return set(line.split(":", 1)[1].split())
-  except OSError:
-    pass
-  return set()
 
 
 def missing_flags(isa):
