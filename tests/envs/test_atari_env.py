@@ -479,8 +479,25 @@ class BadInputTest(tf.test.TestCase):
 
   def test_closed_env_raises(self):
     env = AtariEnv("Pong", 1)
-    handle = env._handle  # pylint: disable=protected-access
+    handle = env.handle
     env.close()
+    self.assertIsNone(env.handle)
+    with self.assertRaises(tf.errors.NotFoundError):
+      ale_ops.observe(handle, [0], height=84, width=84, channels=4)
+
+  def test_closed_while_a_function_is_traced_frees_it_eagerly(self):
+    # The garbage collector may finalize an env in the middle of a trace,
+    # inside TF's graph lock: an op added to that graph then deadlocks.
+    env = AtariEnv("Pong", 1)
+    handle = env.handle
+
+    @tf.function
+    def traced(x):
+      env.close()
+      return x + 1
+
+    graph = traced.get_concrete_function(tf.constant(1)).graph
+    self.assertNotIn("DestroyResourceOp", [op.type for op in graph.get_operations()])
     with self.assertRaises(tf.errors.NotFoundError):
       ale_ops.observe(handle, [0], height=84, width=84, channels=4)
 

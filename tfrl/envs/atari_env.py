@@ -119,6 +119,11 @@ class AtariEnv:
     self.action_shape = ()
     self._all = tf.range(num_envs, dtype=tf.int32)
 
+  @property
+  def handle(self) -> tf.Tensor:
+    """The emulators' resource, for calling `tfrl.ops.ale` directly (None once closed)."""
+    return self._handle
+
   def _indices(self, indices) -> tf.Tensor:
     if indices is None:
       return self._all
@@ -167,7 +172,11 @@ class AtariEnv:
     """Frees the emulators; the env cannot be used afterwards."""
     handle, self._handle = getattr(self, "_handle", None), None
     if handle is not None:
-      tf.raw_ops.DestroyResourceOp(resource=handle, ignore_lookup_error=True)
+      # Eagerly, whatever graph is being built: the garbage collector may call
+      # __del__ while a tf.function is traced, inside TF's graph lock, where
+      # adding the op to that graph deadlocks (and would free nothing).
+      with tf.init_scope():
+        tf.raw_ops.DestroyResourceOp(resource=handle, ignore_lookup_error=True)
 
   def __del__(self):
     try:
