@@ -18,7 +18,7 @@ from typing import IO, Iterator
 import numpy as np
 
 
-def _fsync_directory(directory: str) -> None:
+def fsync_directory(directory: str) -> None:
   """Makes a rename in `directory` durable (best effort: not every FS allows it)."""
   try:
     fd = os.open(directory, os.O_RDONLY)
@@ -51,7 +51,7 @@ def replacing(path: str, mode: str = "wb") -> Iterator[IO]:
     with contextlib.suppress(OSError):
       os.remove(tmp)
     raise
-  _fsync_directory(os.path.dirname(os.path.abspath(path)))
+  fsync_directory(os.path.dirname(os.path.abspath(path)))
 
 
 def write_text(path: str, text: str) -> None:

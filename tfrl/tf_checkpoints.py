@@ -19,14 +19,19 @@ replaced atomically once they are complete):
     file (`resume.CorruptCheckpoint`); nothing is deleted;
   * a save that fails (a full disk) is `cli.RunFailed`, the previous
     checkpoint still the latest;
-  * a save never writes over the latest checkpoint (see `save`).
+  * a save never writes over the latest checkpoint (see `save`);
+  * the first save is all or nothing: TF renames the index into place before
+    it writes the state file, so a kill between the two would leave `ckpt-*`
+    files that no state file names. The first checkpoint is therefore written
+    in `<dir>.first.tmp` and that directory renamed to `<dir>` once complete.
 """
 
 import glob
 import json
 import os
 import re
-from typing import Any, Dict, Iterable, Mapping, Optional
+import shutil
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional
 
 from google.protobuf import message
 import tensorflow as tf
@@ -38,6 +43,7 @@ from tfrl.layers import factory as layer_factory
 
 STATE_FILE = "checkpoint"   # tf.train.CheckpointManager's
 IDENTITY_FILE = "run.json"
+FIRST_SAVE_SUFFIX = ".first.tmp"
 # How TF's checkpoint reader reports truncated or corrupt files (a short data
 # file is an IndexError, "Read less bytes than requested").
 _UNREADABLE = (tf.errors.OpError, IndexError, EOFError, OSError, message.DecodeError)
@@ -89,6 +95,7 @@ class RunCheckpoints:
     self.directory = directory
     self.identity = resume.as_json(identity)
     self._checkpoint = checkpoint
+    self._max_to_keep = max_to_keep
     self._resume = resume_run
     self._exists = has_checkpoint(directory)
     if self._exists and not resume_run:
@@ -142,8 +149,11 @@ class RunCheckpoints:
                        f"network ({resume.first_line(e)})") from e
     return latest
 
-  def save(self, number: int) -> str:
+  def save(self, number: int, write_extras: Optional[Callable[[str], None]] = None) -> str:
     """Writes checkpoint `number`; raises cli.RunFailed if it cannot.
+
+    `write_extras(directory)` writes the files that belong to the checkpoint
+    (TD3's replay buffer) before it, into the directory the checkpoint goes to.
 
     A `number` not above the latest checkpoint's (a run that saves again before
     the counter that numbers its checkpoints moved, e.g. GA3C with no training
@@ -155,7 +165,10 @@ class RunCheckpoints:
     if latest is not None and number <= latest:
       number = latest + 1
     try:
-      os.makedirs(self.directory, exist_ok=True)
+      if latest is None:
+        return self._first_save(number, write_extras)
+      if write_extras is not None:
+        write_extras(self.directory)
       atomic_files.write_json(os.path.join(self.directory, IDENTITY_FILE), self.identity,
                               indent=1)
       return self.manager.save(checkpoint_number=number)
@@ -163,3 +176,22 @@ class RunCheckpoints:
       raise cli.RunFailed(
           f"cannot write checkpoint {number} in {self.directory}: {resume.first_line(e)}; "
           f"the latest complete one is {self.latest or 'none'}") from e
+
+  def _first_save(self, number: int, write_extras) -> str:
+    staging = self.directory + FIRST_SAVE_SUFFIX
+    shutil.rmtree(staging, ignore_errors=True)  # what a killed first save left
+    os.makedirs(staging)
+    if write_extras is not None:
+      write_extras(staging)
+    atomic_files.write_json(os.path.join(staging, IDENTITY_FILE), self.identity, indent=1)
+    # TF's state file names the checkpoint relative to its directory, so it
+    # stays valid through the rename.
+    tf.train.CheckpointManager(self._checkpoint, staging,
+                               max_to_keep=self._max_to_keep).save(checkpoint_number=number)
+    if os.path.isdir(self.directory) and not os.listdir(self.directory):
+      os.rmdir(self.directory)  # an empty one left by an earlier tfrl
+    os.rename(staging, self.directory)  # refused (ENOTEMPTY, EEXIST) over anything else
+    atomic_files.fsync_directory(os.path.dirname(os.path.abspath(self.directory)))
+    self.manager = tf.train.CheckpointManager(self._checkpoint, self.directory,
+                                              max_to_keep=self._max_to_keep)
+    return self.manager.latest_checkpoint

@@ -135,7 +135,6 @@ class GA3C:
     self.checkpoints = tf_checkpoints.RunCheckpoints(
         self.checkpoint, os.path.join(cfg.logdir, "checkpoints"), self.identity(),
         max_to_keep=3, resume_run=cfg.resume)
-    self.checkpoint_manager = self.checkpoints.manager
     self.restored_from = self.checkpoints.restore_latest()
     if cfg.resume and self.restored_from is None:
       logging.warning(resume.nothing_to_resume(cfg.logdir))

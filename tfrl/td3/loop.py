@@ -199,14 +199,18 @@ def train(config: config_lib.TD3Config, plan=None,
       # again would rewrite the latest checkpoint in place.
       return
     # The buffer first: the checkpoint that names it exists only once it is whole.
-    buffer_path = os.path.join(checkpoint_dir, f"replay-{number}.npz")
-    try:
-      os.makedirs(checkpoint_dir, exist_ok=True)
-      replay.save(buffer_path)
-    except OSError as e:
-      raise cli.RunFailed(f"cannot write the replay buffer {buffer_path}: {e.strerror or e}; "
-                          f"the latest complete checkpoint is {checkpoints.latest}") from e
-    checkpoints.save(number)
+    buffer_name = f"replay-{number}.npz"
+
+    def write_replay(directory):
+      path = os.path.join(directory, buffer_name)
+      try:
+        replay.save(path)
+      except OSError as e:
+        raise cli.RunFailed(f"cannot write the replay buffer {path}: {e.strerror or e}; "
+                            f"the latest complete checkpoint is {checkpoints.latest}") from e
+
+    checkpoints.save(number, write_extras=write_replay)
+    buffer_path = os.path.join(checkpoint_dir, buffer_name)
     _remove_other_replays(checkpoint_dir, keep=buffer_path)
 
   obs, _ = env.reset(seed=config.seed + int(episodes))
