@@ -78,7 +78,8 @@ def main(argv):
   base, pgo = best["-O3"], best["-O3 + PGO"]
   print(f"ALE {setup.ALE_VERSION}, one thread, random actions, {_FRAMES.value} frames per "
         f"game and round, best of {_ROUNDS.value}; {platform.processor() or platform.machine()}")
-  print(f"{'game':<16} {'in profile':>10} {'-O3 frames/s':>13} {'PGO frames/s':>13} {'PGO / -O3':>9}")
+  print(f"{'game':<16} {'in profile':>10} {'-O3 frames/s':>13} {'PGO frames/s':>13} "
+        f"{'PGO / -O3':>9}")
   rows = []
   for game in _GAMES.value:
     trained = game in setup.PGO_GAMES

@@ -1,8 +1,11 @@
 """Draws benchmark result JSON as bar charts (PNG) for the docs.
 
-    python benchmarks/charts.py env benchmarks/results/env_throughput_zen4.json docs/images/env_throughput.png
-    python benchmarks/charts.py ga benchmarks/results/ga_throughput_zen4.json docs/images/ga_throughput.png
-    python benchmarks/charts.py ga3c benchmarks/results/ga3c_throughput_zen4.json docs/images/ga3c_throughput.png
+    python benchmarks/charts.py env benchmarks/results/env_throughput_zen4.json \\
+        docs/images/env_throughput.png
+    python benchmarks/charts.py ga benchmarks/results/ga_throughput_zen4.json \\
+        docs/images/ga_throughput.png
+    python benchmarks/charts.py ga3c benchmarks/results/ga3c_throughput_zen4.json \\
+        docs/images/ga3c_throughput.png
 
 `env`: frames/s of each row of `env_throughput.py` (tfrl's rows in one
 colour, the peers in another). `ga`: each GA run's median round ratio to the

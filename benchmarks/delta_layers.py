@@ -156,8 +156,8 @@ def main(argv):
   pop_ops.load_library()
   from tfrl.envs import AtariEnv  # pylint: disable=import-outside-toplevel
   env = AtariEnv("pong", _ROWS.value, seed=0)
-  report = {"provenance": provenance.provenance(), "rows": _ROWS.value, "networks": 2, "warm_steps": _WARM.value,
-            "unit": "microseconds per row", "results": {}}
+  report = {"provenance": provenance.provenance(), "rows": _ROWS.value, "networks": 2,
+            "warm_steps": _WARM.value, "unit": "microseconds per row", "results": {}}
   header = (f"{'arch / kernels / layer':<34} | {'changed in':>10} | {'incremental':>11} | "
             f"{'fresh':>7} | {'unchanged':>9} | {'GEMM':>7}")
   print(header)

@@ -35,7 +35,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import provenance  # pylint: disable=g-import-not-at-top
-from tfrl import ga as _ga_flags  # pylint: disable=g-import-not-at-top,unused-import  (the GA's flags)
+# The GA's flags.
+from tfrl import ga as _ga_flags  # pylint: disable=g-import-not-at-top,unused-import
 from tfrl.neuroevolution import cli as ne_cli  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import ga  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import noise as noise_lib  # pylint: disable=g-import-not-at-top

@@ -727,7 +727,8 @@ def gen_population_delta_conv2d(rng):
     over = dict(index=tf.zeros([b, 1], tf.int32))
   elif mutation == "index_out_of_range":
     if b == 0:
-      return FuncCase(lambda: call(np.zeros((1, h, w_, c), x.dtype), np.zeros((1, h, w_, c), x.dtype),
+      return FuncCase(lambda: call(np.zeros((1, h, w_, c), x.dtype),
+                                   np.zeros((1, h, w_, c), x.dtype),
                                    np.zeros((1, oh, ow, n), np.float32), np.ones(1, bool),
                                    index=tf.constant([p], tf.int32)),
                       mutation, expect, detail)

@@ -71,7 +71,8 @@ _ELITE_CANDIDATES = flags.DEFINE_integer("elite_candidates", 2,
                                          "Top networks re-evaluated each generation.")
 _ELITE_EPISODES = flags.DEFINE_integer("elite_episodes", 1,
                                        "Episodes of each elite candidate's re-evaluation.")
-_GENERATIONS = flags.DEFINE_integer("rounds", 3, "Interleaved rounds (one generation per GA cell each).")
+_GENERATIONS = flags.DEFINE_integer("rounds", 3,
+                                    "Interleaved rounds (one generation per GA cell each).")
 _CAP = flags.DEFINE_integer("episode_frame_cap", 1000, "Frame cap per episode.")
 _ENV_SECONDS = flags.DEFINE_float("env_seconds", 10.0, "Env-only measuring time per round.")
 _LOOP_STEPS = flags.DEFINE_integer("loop_steps", 32, "Env-only steps per graph-loop call.")

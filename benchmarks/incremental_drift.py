@@ -81,8 +81,8 @@ def main(argv):
     print(f"{period:>13} | {max(errors):>14.2e} | {np.median(errors):>9.2e} | "
           f"{differing:>12} of {rows * _STEPS.value:<9}", flush=True)
   with open(_OUTPUT.value, "w") as f:
-    json.dump({"provenance": record, "arch": _ARCH.value, "weight_dtype": _DTYPE.value, "rows": rows,
-               "steps": _STEPS.value, "results": results}, f, indent=1)
+    json.dump({"provenance": record, "arch": _ARCH.value, "weight_dtype": _DTYPE.value,
+               "rows": rows, "steps": _STEPS.value, "results": results}, f, indent=1)
   print(f"wrote {_OUTPUT.value}")
 
 

@@ -87,8 +87,8 @@ def main(argv):
     print(f"{r['n']:>5} {r['variant']:<14} {r['fwd_bwd_ms']:>8.3f} {r['speedup_vs_dense']:>7.2f}x "
           f"{r['stored_params']:>9d} {100 * r['compression_ratio']:>6.1f}% {r['bytes']:>9d}")
   with open(FLAGS.out, "w") as f:
-    json.dump(dict(provenance=record, batch=FLAGS.batch, repeats=FLAGS.repeats, tf=tf.__version__, rows=rows), f,
-              indent=1)
+    json.dump(dict(provenance=record, batch=FLAGS.batch, repeats=FLAGS.repeats,
+                   tf=tf.__version__, rows=rows), f, indent=1)
   print(f"JSON: {FLAGS.out}")
 
 

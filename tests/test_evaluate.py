@@ -76,7 +76,7 @@ def _mp4_frames(test, path):
 
 
 def _need_mp4(test):
-  if evaluate._mp4_backend() is None:  # pylint: disable=protected-access
+  if evaluate.mp4_backend() is None:
     test.skipTest(f"no MP4 encoder installed: {evaluate.VIDEO_EXTRA}")
 
 
@@ -411,7 +411,7 @@ class SaveVideoTest(tf.test.TestCase, parameterized.TestCase):
   def test_mp4(self, backend):
     hidden = {"imageio_ffmpeg": None} if backend == "cv2" else {}
     with mock.patch.dict(sys.modules, hidden):
-      if evaluate._mp4_backend() != backend:  # pylint: disable=protected-access
+      if evaluate.mp4_backend() != backend:
         self.skipTest(f"{backend} is not installed")
       path = os.path.join(self.get_temp_dir(), f"{backend}.mp4")
       frames = self._frames(shape=(21, 15))  # odd sizes: padded to even

@@ -65,11 +65,17 @@ class OptimizersTest(tf.test.TestCase, parameterized.TestCase):
     opt2 = make(tf.Variable(0.0))
     v2 = tf.Variable([0.0, 0.0])
     tf.train.Checkpoint(opt=opt2, v=v2).restore(path)
-    opt2.build([v2, tf.Variable(0.0)])  # slots created after restore() get restored.
+    w2 = tf.Variable(0.0)
+    opt2.build([v2, w2])  # slots created after restore() get restored.
     self.assertEqual(int(opt2.step), int(opt.step))
     self.assertAllClose(float(opt2.learning_rate), 0.05)
-    for s1, s2 in zip(opt._slots[0].values(), opt2._slots[0].values()):
-      self.assertAllClose(s1, s2)
+    self.assertAllClose(v2, v)
+    # With restored slots one more step moves both alike; fresh slots (zero
+    # moments, the step count restored) would move v2 elsewhere.
+    grad = tf.constant([0.3, -0.7])
+    opt.apply([grad, None], [v, w])
+    opt2.apply([grad, None], [v2, w2])
+    self.assertAllClose(v2, v)
 
   def test_validation(self):
     with self.assertRaisesRegex(ValueError, "learning_rate"):

@@ -28,7 +28,8 @@ _RUNS = {
 # What a resume of each prints once it has restored the checkpoint.
 _RESUMED = {"tfrl.ga3c": "Resumed from", "tfrl.ga": "resumed from", "tfrl.td3": "Resumed from"}
 # A budget the resumed run has already spent, so that it ends at once.
-_SPENT = {"tfrl.ga3c": "--max_frames=1", "tfrl.ga": "--generations=1", "tfrl.td3": "--total_steps=1"}
+_SPENT = {"tfrl.ga3c": "--max_frames=1", "tfrl.ga": "--generations=1",
+          "tfrl.td3": "--total_steps=1"}
 _FINAL_SAVE = "Writing the final checkpoint"
 
 

@@ -251,7 +251,7 @@ def make_viewer(config: EvalConfig) -> Viewer:
   return Viewer(env, view, observation_frame, render=lambda: env.render(0))
 
 
-def _mp4_backend():
+def mp4_backend():
   """'imageio_ffmpeg' (H.264) or 'cv2' (MPEG-4 part 2), whichever is installed."""
   for name in ("imageio_ffmpeg", "cv2"):
     try:
@@ -264,7 +264,7 @@ def _mp4_backend():
 
 def check_record_path(path: str) -> None:
   """Before the episodes are played: the format can be written, the folder exists."""
-  if path.lower().endswith(".mp4") and _mp4_backend() is None:
+  if path.lower().endswith(".mp4") and mp4_backend() is None:
     raise ImportError(f"--record={path}: writing .mp4 needs a video encoder: "
                       f"{VIDEO_EXTRA}; or record a .gif.")
   folder = os.path.dirname(os.path.abspath(path))
@@ -302,7 +302,7 @@ def save_video(frames, path, fps):
   height, width = frames[0].shape[:2]
   tmp = f"{root}.tmp{ext}"  # the encoders pick the container by extension
   try:
-    if _mp4_backend() == "imageio_ffmpeg":
+    if mp4_backend() == "imageio_ffmpeg":
       import imageio_ffmpeg  # pylint: disable=import-outside-toplevel
       writer = imageio_ffmpeg.write_frames(
           tmp, (width, height), fps=fps, codec="libx264", pix_fmt_out="yuv420p",

@@ -27,8 +27,9 @@ _FLAG = "tfrl_flag"
 _MULTI = "tfrl_multi"
 
 
-def field(default: Any, help: str, choices: Optional[Sequence[str]] = None,  # pylint: disable=redefined-builtin
-          *, flag: Optional[str] = None, multi: bool = False):
+def field(default: Any, help: str,  # pylint: disable=redefined-builtin
+          choices: Optional[Sequence[str]] = None, *, flag: Optional[str] = None,
+          multi: bool = False):
   """A dataclass field with the help text (and enum choices) of its flag.
 
   `flag`: the flag's name when it is not the field's (`--logdir` fills

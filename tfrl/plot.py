@@ -67,7 +67,8 @@ class PlotConfig:
 
   def __post_init__(self):
     if not self.logdirs:
-      raise ValueError("--logdir is required (a run's TensorBoard directory; repeat it for more runs).")
+      raise ValueError(
+          "--logdir is required (a run's TensorBoard directory; repeat it for more runs).")
     if self.labels and len(self.labels) != len(self.logdirs):
       raise ValueError(f"{len(self.labels)} --label for {len(self.logdirs)} --logdir: give one "
                        "per --logdir, in the same order, or none.")

@@ -130,7 +130,8 @@ class PortablePathTest(tf.test.TestCase):
   the test says it did."""
 
   def test_portable_path_matches_default(self):
-    import json, os, subprocess, sys, tempfile  # pylint: disable=import-outside-toplevel,multiple-imports
+    # pylint: disable-next=import-outside-toplevel,multiple-imports
+    import json, os, subprocess, sys, tempfile
     if "TFRL_ALE_NO_SIMD" in os.environ:
       self.skipTest("TFRL_ALE_NO_SIMD is set: this process runs the portable builds too")
     flags = cpu_flags()

@@ -23,14 +23,14 @@ class ProfileTest(tf.test.TestCase):
     system = GA3C(config)
     runner = threading.Thread(target=system.run, daemon=True)
     runner.start()
+    pattern = os.path.join(logdir, "profile", "plugins", "profile", "*", "*.xplane.pb")
     deadline = time.time() + 120
-    while not system._profile_done and time.time() < deadline:  # pylint: disable=protected-access
+    while not glob.glob(pattern) and time.time() < deadline:
       time.sleep(0.2)
-    system.stop()
+    system.stop()  # the trace is complete once the run has ended
     runner.join(60)
     self.assertFalse(runner.is_alive())
-    traces = glob.glob(os.path.join(logdir, "profile", "plugins", "profile",
-                                    "*", "*.xplane.pb"))
+    traces = glob.glob(pattern)
     self.assertNotEmpty(traces, "no .xplane.pb trace written")
     data = b"".join(open(p, "rb").read() for p in traces)
     if data[:2] == b"\x1f\x8b":

@@ -66,7 +66,8 @@ class PrunedTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(float(layer.sparsity()), target, atol=1e-2)
 
   def test_polynomial_follows_zhu_gupta(self):
-    values = [float(schedules.polynomial_sparsity(t, 10, 110, 0.0, 0.9)) for t in (0, 10, 60, 110, 200)]
+    values = [float(schedules.polynomial_sparsity(t, 10, 110, 0.0, 0.9))
+              for t in (0, 10, 60, 110, 200)]
     self.assertAllClose(values, [0.0, 0.0, 0.9 * (1 - 0.5 ** 3), 0.9, 0.9])
     spec = tl.LayerSpec(kind="pruned", schedule="polynomial", target_sparsity=0.9,
                         begin_step=0, end_step=40, frequency=10)

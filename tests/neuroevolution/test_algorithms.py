@@ -541,7 +541,7 @@ class NaNReturnsTest(tf.test.TestCase):
     evaluator = _ScriptedEvaluator([[nan, 5.0, nan, 3.0, 1.0, 2.0], [nan, 4.0]])
     config = ga.GAConfig(population=6, truncation=2, elite_candidates=2, elite_episodes=1)
     algo = ga.GeneticAlgorithm(config, self.layout, self.table, evaluator)
-    algo.population = algo._random_genomes(algo._rng(0), 6)
+    algo.population = [genome_lib.Genome(seed) for seed in range(6)]
     population = list(algo.population)
     metrics = algo.step()
     self.assertEqual(evaluator.remembered, [population[1], population[3]])

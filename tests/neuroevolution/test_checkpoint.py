@@ -197,7 +197,8 @@ class TestResume:
 
   @pytest.mark.parametrize("change, mismatch", [
       (dict(name="es"), "algorithm ga != es"),
-      (dict(identity={"game": "pong", "env": None}), "game (none) != pong; env CartPole-v1 != (none)"),
+      (dict(identity={"game": "pong", "env": None}),
+       "game (none) != pong; env CartPole-v1 != (none)"),
       (dict(population=8), "population 4 != 8"),
       (dict(layout=_Layout(dim=5)), "network mlp D=3 [torso/dense_0:dense] != mlp D=5 "
                                     "[torso/dense_0:dense]"),

@@ -16,7 +16,8 @@ from tfrl.ops import population as pop_ops
 def _flat(layout, count, seed=0):
   rng = np.random.default_rng(seed)
   flat = rng.standard_normal((count, layout.dim)).astype(np.float32)
-  return flat * layout.init_scale + 0.01 * rng.standard_normal((count, layout.dim)).astype(np.float32)
+  noise = rng.standard_normal((count, layout.dim)).astype(np.float32)
+  return flat * layout.init_scale + 0.01 * noise
 
 
 class PopulationNetTest(tf.test.TestCase, parameterized.TestCase):

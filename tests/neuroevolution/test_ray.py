@@ -296,8 +296,9 @@ class TestCommandLine:
                                                                  ray_tmpdir):
     logdir = str(tmp_path / "ga")
     env = self._env(ray_tmpdir)
-    out = subprocess.run([sys.executable, "-m", "tfrl.ga", *self._ARGS, *self._GA, "--generations=2",
-                          f"--logdir={logdir}"], env=env, cwd=_ROOT, capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "tfrl.ga", *self._ARGS, *self._GA,
+                          "--generations=2", f"--logdir={logdir}"], env=env, cwd=_ROOT,
+                         capture_output=True,
                          text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "[ga] gen    2" in out.stdout and "ray: 2 workers" in out.stdout

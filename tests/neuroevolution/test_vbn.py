@@ -175,7 +175,7 @@ class VBNForwardTest(tf.test.TestCase, parameterized.TestCase):
     net.load(_random_flat(layout, 2, seed=9))
     norm = vbn.VirtualBatchNorm(net, _observations(shape, dtype, 4, seed=10))
     norm.apply(2)
-    for fn in (norm._stats, norm._fold):
+    for fn in (norm._stats, norm._fold):  # pylint: disable=protected-access
       graph = fn.get_concrete_function().graph
       sparse = [op.type for op in graph.get_operations()
                 if op.type.startswith("Resource") and op.type not in (
@@ -253,7 +253,8 @@ class VBNEvolutionTest(tf.test.TestCase, parameterized.TestCase):
     obs = np.concatenate([algo.vbn.reference,
                           np.random.default_rng(8).standard_normal((32, 4)).astype(np.float32)])
     # The network's slot 0 holds the normalized centre after the step.
-    live = algo.evaluator.network(obs, np.zeros(len(obs), np.int32), np.ones(len(obs), bool)).numpy()
+    live = algo.evaluator.network(obs, np.zeros(len(obs), np.int32),
+                                  np.ones(len(obs), bool)).numpy()
     out = serve(obs=tf.constant(obs))
     self.assertAllEqual(out["action"].numpy(), live.argmax(-1))
     self.assertAllClose(out["probs"].numpy(), tf.nn.softmax(live).numpy(), atol=1e-5)

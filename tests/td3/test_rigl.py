@@ -1,6 +1,8 @@
 """TD3 hands dense gradients to RigL layers: regrowth picks the pruned weights
 with the largest gradient magnitude (scripted, deterministic)."""
 
+from unittest import mock
+
 import numpy as np
 import tensorflow as tf
 
@@ -99,13 +101,24 @@ class TD3RigLTest(tf.test.TestCase):
     self._check_regrowth(before_mask, after, scores)
 
   def test_plain_plans_get_no_gradients(self):
-    learner = _learner([])
-    self.assertFalse(learner._rigl_actor or learner._rigl_critics)
-    learner = _learner(["critic_2/dense_0"])
-    self.assertTrue(learner._rigl_critics)
-    self.assertFalse(learner._rigl_actor)
-    learner.update(*_batch(2))
-    self.assertEqual(int(learner.critic_2.hidden[0].step), 1)
+    original = tl.after_update
+    for rigl_layers in ([], ["critic_2/dense_0"]):
+      calls = []  # the gradient pairs of each after_update call the trace makes
+
+      def record(networks, *pairs, calls=calls):
+        calls.append(pairs[0] if pairs else None)
+        return original(networks, *pairs)
+
+      with mock.patch.object(tl, "after_update", record):
+        learner = _learner(rigl_layers)
+        learner.update(*_batch(2))
+      if not rigl_layers:
+        self.assertEqual(calls, [None])
+        continue
+      actor_pairs, critic_pairs = calls
+      self.assertIsNone(actor_pairs)  # no RigL layer in the actor: no extra backward pass
+      self.assertIn(learner.critic_2.hidden[0].kernel.ref(), [v.ref() for _, v in critic_pairs])
+      self.assertEqual(int(learner.critic_2.hidden[0].step), 1)
 
 
 if __name__ == "__main__":

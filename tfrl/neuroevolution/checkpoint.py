@@ -69,7 +69,8 @@ def _load_state(path: str) -> dict:
     with open(path) as f:
       state = json.load(f)
   except FileNotFoundError:
-    raise FileNotFoundError(f"no checkpoint in {os.path.dirname(path)} (looked for {path}).") from None
+    raise FileNotFoundError(
+        f"no checkpoint in {os.path.dirname(path)} (looked for {path}).") from None
   except (OSError, UnicodeDecodeError) as e:
     raise CorruptCheckpoint(path, f"unreadable ({e})") from e
   except ValueError as e:

@@ -196,8 +196,8 @@ class VirtualBatchNorm:
     layout = network.layout
     reference = np.asarray(reference)
     if reference.ndim < 1 or tuple(reference.shape[1:]) != tuple(layout.observation_shape):
-      raise ValueError(f"VBN reference batch must be [R, {', '.join(map(str, layout.observation_shape))}]"
-                       f", got {reference.shape}.")
+      shape = ", ".join(map(str, layout.observation_shape))
+      raise ValueError(f"VBN reference batch must be [R, {shape}], got {reference.shape}.")
     if reference.shape[0] < 2:
       raise ValueError(f"VBN reference batch needs >= 2 observations, got {reference.shape[0]}.")
     self.network = network

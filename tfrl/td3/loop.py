@@ -282,7 +282,8 @@ def train(config: config_lib.TD3Config, plan=None,
     writer.flush()
     report = tl.compression_report(learner.networks)
     summary = {
-        "env": config.env, "env_steps": t, "completed": t >= config.total_steps, "training_iterations": int(learner.num_updates),
+        "env": config.env, "env_steps": t, "completed": t >= config.total_steps,
+        "training_iterations": int(learner.num_updates),
         "eval_return": eval_return,
         "train_return_last10": float(np.mean(recent)) if recent else None,
         "final_compression_ratio": report["total"]["compression_ratio"],
