@@ -1001,7 +1001,8 @@ def gen_population_kernel_info(rng):
     names = [n.decode() for n in names.numpy()]
     if isa not in cpu:
       return f"isa {isa!r} not among the CPU's {cpu}"
-    if names[1:] != ["avx2", "avx512", "amx"] or names[0] not in ("sse", "portable"):
+    if (names[1:] != ["avx2", "avx512", "amx", "gemm_streamed", "gemm_k_chunked", "gemm_tiles"]
+        or names[0] not in ("sse", "portable")):
       return f"path names {names}"
     if np.any(calls.numpy() < 0) or amx.dtype != tf.bool:
       return "negative call counts"

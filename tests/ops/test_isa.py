@@ -170,6 +170,9 @@ class IsaBuildTest(tf.test.TestCase, parameterized.TestCase):
     got, report = _run_workload(tmp, isa)
     info = report["info"]
     self.assertEqual(info["isa"], isa)
+    self.assertEqual(sorted(info["gemm_calls"]), ["k_chunked", "streamed", "tiles"])
+    for strategy, count in info["gemm_calls"].items():
+      self.assertGreater(count, 0, f"the GEMM's {strategy} strategy did not run on {isa}")
     if isa != "avx512":
       self.assertFalse(info["amx"])  # AMX tiles run only beside the AVX-512 build
     for family, calls in report["families"].items():
@@ -177,7 +180,8 @@ class IsaBuildTest(tf.test.TestCase, parameterized.TestCase):
       others = {p: c for p, c in calls.items()
                 if p != isa and c and not (p == "amx" and info["amx"])}
       self.assertEqual(others, {}, f"{family} ops ran on other paths than {isa}")
-    print(f"\n[population kernels] ran the {isa} build: {report['families']}")
+    print(f"\n[population kernels] ran the {isa} build: {report['families']}; "
+          f"GEMM strategies {info['gemm_calls']}")
     if "default" not in _DEFAULT:
       _DEFAULT["default"] = _run_workload(tmp)
     default, default_report = _DEFAULT["default"]

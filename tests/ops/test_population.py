@@ -106,13 +106,19 @@ class PopulationMatmulTest(tf.test.TestCase, parameterized.TestCase):
     # K-chunked one (K = 200 spans several chunks), more rows the
     # register-blocked one; columns past the last full vector the scalar tail.
     rng = np.random.default_rng(6)
+    strategy = {1: "streamed", 2: "streamed", 5: "k_chunked", 8: "k_chunked", 12: "tiles"}
     for n, dtype in ((64, tf.float32), (75, tf.float32), (75, tf.bfloat16)):
       x, w, _, _ = _random_case(rng, 12, 1, 200, n, 4)
       w = tf.cast(w, dtype)
       index = np.full(12, 2, np.int32)
-      outputs = [population.population_matmul_op(x[:rows], w, index[:rows],
-                                                 np.ones(rows, bool)).numpy()[:1]
-                 for rows in (1, 2, 5, 8, 12)]
+      outputs = []
+      for rows, want in strategy.items():
+        before = population.kernel_info()["gemm_calls"]
+        outputs.append(population.population_matmul_op(x[:rows], w, index[:rows],
+                                                       np.ones(rows, bool)).numpy()[:1])
+        after = population.kernel_info()["gemm_calls"]
+        ran = {s: after[s] - before[s] for s in after if after[s] != before[s]}
+        self.assertEqual(ran, {want: 1}, f"{rows} rows, N={n}")  # one network: one GEMM
       for out in outputs[1:]:
         self.assertAllEqual(outputs[0], out)
 

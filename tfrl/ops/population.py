@@ -69,17 +69,22 @@ def kernel_info() -> dict:
   'sse'; see the module doc for TFRL_POPULATION_ISA); 'cpu_isas', the builds
   this CPU runs, widest first; 'amx', whether the bfloat16-input convolution
   runs in AMX tiles; 'calls', {path: op calls computed on it so far}, for
-  the paths 'sse', 'avx2', 'avx512' and 'amx'.
+  the paths 'sse', 'avx2', 'avx512' and 'amx'; 'gemm_calls', {strategy:
+  GEMM calls so far} (a GEMM call is one network's rows of one layer), for
+  the grouped GEMM's 'streamed' (1-2 rows, wide B), 'k_chunked' (3-8 rows,
+  wide B) and 'tiles' (the rest).
 
   Raises InvalidArgumentError when TFRL_POPULATION_ISA names an unknown build
   or one this CPU cannot run (the ops refuse to run then too).
   """
   isa, cpu, amx, names, calls = load_library().population_kernel_info()
+  counts = {n.decode(): int(c) for n, c in zip(names.numpy(), calls.numpy())}
   return {
       "isa": isa.numpy().decode(),
       "cpu_isas": tuple(c.decode() for c in cpu.numpy()),
       "amx": bool(amx.numpy()),
-      "calls": {n.decode(): int(c) for n, c in zip(names.numpy(), calls.numpy())},
+      "calls": {n: c for n, c in counts.items() if not n.startswith("gemm_")},
+      "gemm_calls": {n[len("gemm_"):]: c for n, c in counts.items() if n.startswith("gemm_")},
   }
 
 

@@ -191,14 +191,16 @@ TFRL_INLINE void StreamRows(const GemmArgs<TW>& g) {
 template <int W, typename TW>
 TFRL_INLINE void GemmImpl(const GemmArgs<TW>& g) {
   constexpr int kMr = W == 16 ? 8 : 6;
+  if (g.rows == 0) return;
   if (g.rows <= kStreamRows && g.n >= kStreamMinN) {
+    CountCall(g.rows <= 2 ? Path::kGemmStreamed : Path::kGemmKChunked);
     switch (g.rows) {
-      case 0: return;
       case 1: StreamRowsLinear<W, 1>(g.a, g.c, g); return;
       case 2: StreamRowsLinear<W, 2>(g.a, g.c, g); return;
       default: StreamRows<W, TW>(g); return;
     }
   }
+  CountCall(Path::kGemmTiles);
   int64_t i = 0;
   for (; i + kMr <= g.rows; i += kMr) RowBlock<W, kMr, TW>(g.a + i, g.c + i, g);
   const float* const* a = g.a + i;

@@ -88,7 +88,13 @@ const char* IsaName(Isa isa) {
 }
 
 const char* PathName(Path path) {
-  return path == Path::kAmx ? "amx" : IsaName(static_cast<Isa>(path));
+  switch (path) {
+    case Path::kAmx: return "amx";
+    case Path::kGemmStreamed: return "gemm_streamed";
+    case Path::kGemmKChunked: return "gemm_k_chunked";
+    case Path::kGemmTiles: return "gemm_tiles";
+    default: return IsaName(static_cast<Isa>(path));
+  }
 }
 
 bool CpuRunsIsa(Isa isa) {

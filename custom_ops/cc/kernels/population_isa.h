@@ -23,13 +23,18 @@ namespace population {
 enum class Isa : int { kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };
 constexpr int kNumIsas = 3;
 
-// The paths whose op calls PopulationKernelInfo counts: the three ISA
-// builds, and the AMX tiles of the bfloat16-input convolution.
-enum class Path : int { kBaseline = 0, kAvx2 = 1, kAvx512 = 2, kAmx = 3 };
-constexpr int kNumPaths = 4;
+// The paths PopulationKernelInfo counts: op calls on each of the three ISA
+// builds and on the AMX tiles of the bfloat16-input convolution; GEMM calls
+// (one per network's rows of a layer) on each strategy of the grouped GEMM
+// (population_gemm.h): B streamed, K-chunked tiles, tiles over all of K.
+enum class Path : int {
+  kBaseline = 0, kAvx2 = 1, kAvx512 = 2, kAmx = 3,
+  kGemmStreamed = 4, kGemmKChunked = 5, kGemmTiles = 6
+};
+constexpr int kNumPaths = 7;
 
 // "avx512", "avx2", and "sse" for the baseline on x86-64 ("portable"
-// elsewhere); "amx" for Path::kAmx.
+// elsewhere); "amx"; "gemm_streamed", "gemm_k_chunked", "gemm_tiles".
 const char* IsaName(Isa isa);
 const char* PathName(Path path);
 
