@@ -90,8 +90,6 @@ TFRL_INLINE void RowBlock(const float* const* a, float* const* c,
 // per chunk, not once per B row. The additions happen in the same order as in the
 // register-blocked path (K ascending from zero), so a row's result does not
 // depend on which path its bucket took.
-constexpr int kStreamRows = 8;
-constexpr int64_t kStreamMinN = 64;
 constexpr int64_t kChunkBytes = 16 * 1024;
 
 template <int W, int R, int NV, typename TW>
@@ -191,16 +189,14 @@ TFRL_INLINE void StreamRows(const GemmArgs<TW>& g) {
 template <int W, typename TW>
 TFRL_INLINE void GemmImpl(const GemmArgs<TW>& g) {
   constexpr int kMr = W == 16 ? 8 : 6;
-  if (g.rows == 0) return;
   if (g.rows <= kStreamRows && g.n >= kStreamMinN) {
-    CountCall(g.rows <= 2 ? Path::kGemmStreamed : Path::kGemmKChunked);
     switch (g.rows) {
+      case 0: return;
       case 1: StreamRowsLinear<W, 1>(g.a, g.c, g); return;
       case 2: StreamRowsLinear<W, 2>(g.a, g.c, g); return;
       default: StreamRows<W, TW>(g); return;
     }
   }
-  CountCall(Path::kGemmTiles);
   int64_t i = 0;
   for (; i + kMr <= g.rows; i += kMr) RowBlock<W, kMr, TW>(g.a + i, g.c + i, g);
   const float* const* a = g.a + i;

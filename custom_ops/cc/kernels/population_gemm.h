@@ -47,6 +47,19 @@ struct GemmArgs {
 template <typename TW>
 using GemmFn = void (*)(const GemmArgs<TW>&);
 
+// The strategy a GEMM of `rows` rows against N = `n` columns takes (above):
+// Path::kGemmStreamed, kGemmKChunked or kGemmTiles. The ops tally their GEMM
+// calls by it for PopulationKernelInfo, once per op call rather than from
+// inside the GEMM, where the atomic counters cost a few percent.
+constexpr int kStreamRows = 8;
+constexpr int64_t kStreamMinN = 64;
+inline Path GemmPath(int64_t rows, int64_t n) {
+  if (rows <= kStreamRows && n >= kStreamMinN) {
+    return rows <= 2 ? Path::kGemmStreamed : Path::kGemmKChunked;
+  }
+  return Path::kGemmTiles;
+}
+
 // The GEMM build of this process (ActiveIsa) into *gemm, and *isa; TW is
 // float or uint16_t (bfloat16 bits).
 template <typename TW>

@@ -121,8 +121,8 @@ Status ActiveIsa(Isa* isa) {
 
 bool AmxActive(Isa isa) { return isa == Isa::kAvx512 && AmxBf16Usable(); }
 
-void CountCall(Path path) {
-  g_calls[static_cast<int>(path)].fetch_add(1, std::memory_order_relaxed);
+void CountCall(Path path, int64_t calls) {
+  g_calls[static_cast<int>(path)].fetch_add(calls, std::memory_order_relaxed);
 }
 
 int64_t CallCount(Path path) {

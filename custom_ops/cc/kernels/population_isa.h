@@ -25,8 +25,9 @@ constexpr int kNumIsas = 3;
 
 // The paths PopulationKernelInfo counts: op calls on each of the three ISA
 // builds and on the AMX tiles of the bfloat16-input convolution; GEMM calls
-// (one per network's rows of a layer) on each strategy of the grouped GEMM
-// (population_gemm.h): B streamed, K-chunked tiles, tiles over all of K.
+// (one per work unit: a network's rows of a layer, or a chunk of them) on
+// each strategy of the grouped GEMM (population_gemm.h): B streamed,
+// K-chunked tiles, tiles over all of K.
 enum class Path : int {
   kBaseline = 0, kAvx2 = 1, kAvx512 = 2, kAmx = 3,
   kGemmStreamed = 4, kGemmKChunked = 5, kGemmTiles = 6
@@ -56,7 +57,7 @@ bool AmxActive(Isa isa);
 
 // Counts one op call on `path` (PopulationKernelInfo reports the counts, so
 // that tests can assert which path ran).
-void CountCall(Path path);
+void CountCall(Path path, int64_t calls = 1);
 int64_t CallCount(Path path);
 
 TFRL_INLINE void CountCall(Isa isa) { CountCall(static_cast<Path>(isa)); }

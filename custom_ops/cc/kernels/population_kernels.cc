@@ -55,6 +55,7 @@ using tfrl::population::CheckRank;
 using tfrl::population::ConvGeometry;
 using tfrl::population::CountCall;
 using tfrl::population::GemmArgs;
+using tfrl::population::GemmPath;
 using tfrl::population::GemmFn;
 using tfrl::population::Isa;
 using tfrl::population::KernelRows;
@@ -168,6 +169,16 @@ void RunGrouped(OpKernelContext* ctx, GemmFn<TW> gemm, const Tensor& index,
     const int64_t begin = bucket.begin * m, end = bucket.end * m;
     for (int64_t s = begin; s < end; s += chunk)
       units.push_back({bucket.p, s, std::min(end, s + chunk)});
+  }
+  int64_t gemm_calls[3] = {0, 0, 0};  // by strategy, Path::kGemmStreamed first
+  for (const Unit& un : units) {
+    ++gemm_calls[static_cast<int>(GemmPath(un.end - un.begin, n)) -
+                 static_cast<int>(Path::kGemmStreamed)];
+  }
+  for (int s = 0; s < 3; ++s) {
+    if (gemm_calls[s]) {
+      CountCall(static_cast<Path>(static_cast<int>(Path::kGemmStreamed) + s), gemm_calls[s]);
+    }
   }
   const int64_t cost = std::max<int64_t>(1, total_rows * k * n / units.size());
   auto work = [&](int64_t first, int64_t last) {
