@@ -164,34 +164,30 @@ class RunCheckpoints:
     latest = self.latest_number
     if latest is not None and number <= latest:
       number = latest + 1
+    first = latest is None
+    # The first checkpoint goes to a staging directory renamed into place whole.
+    directory = self.directory + FIRST_SAVE_SUFFIX if first else self.directory
     try:
-      if latest is None:
-        return self._first_save(number, write_extras)
+      if first:
+        shutil.rmtree(directory, ignore_errors=True)  # what a killed first save left
+        os.makedirs(directory)
       if write_extras is not None:
-        write_extras(self.directory)
-      atomic_files.write_json(os.path.join(self.directory, IDENTITY_FILE), self.identity,
-                              indent=1)
-      return self.manager.save(checkpoint_number=number)
+        write_extras(directory)
+      atomic_files.write_json(os.path.join(directory, IDENTITY_FILE), self.identity, indent=1)
+      if not first:
+        return self.manager.save(checkpoint_number=number)
+      # TF's state file names the checkpoint relative to its directory, so it
+      # stays valid through the rename.
+      tf.train.CheckpointManager(self._checkpoint, directory,
+                                 max_to_keep=self._max_to_keep).save(checkpoint_number=number)
+      if os.path.isdir(self.directory) and not os.listdir(self.directory):
+        os.rmdir(self.directory)  # an empty one left by an earlier tfrl
+      os.rename(directory, self.directory)  # refused (ENOTEMPTY, EEXIST) over anything else
+      atomic_files.fsync_directory(os.path.dirname(os.path.abspath(self.directory)))
+      self.manager = tf.train.CheckpointManager(self._checkpoint, self.directory,
+                                                max_to_keep=self._max_to_keep)
+      return self.manager.latest_checkpoint
     except (OSError, tf.errors.OpError) as e:
       raise cli.RunFailed(
           f"cannot write checkpoint {number} in {self.directory}: {resume.first_line(e)}; "
           f"the latest complete one is {self.latest or 'none'}") from e
-
-  def _first_save(self, number: int, write_extras) -> str:
-    staging = self.directory + FIRST_SAVE_SUFFIX
-    shutil.rmtree(staging, ignore_errors=True)  # what a killed first save left
-    os.makedirs(staging)
-    if write_extras is not None:
-      write_extras(staging)
-    atomic_files.write_json(os.path.join(staging, IDENTITY_FILE), self.identity, indent=1)
-    # TF's state file names the checkpoint relative to its directory, so it
-    # stays valid through the rename.
-    tf.train.CheckpointManager(self._checkpoint, staging,
-                               max_to_keep=self._max_to_keep).save(checkpoint_number=number)
-    if os.path.isdir(self.directory) and not os.listdir(self.directory):
-      os.rmdir(self.directory)  # an empty one left by an earlier tfrl
-    os.rename(staging, self.directory)  # refused (ENOTEMPTY, EEXIST) over anything else
-    atomic_files.fsync_directory(os.path.dirname(os.path.abspath(self.directory)))
-    self.manager = tf.train.CheckpointManager(self._checkpoint, self.directory,
-                                              max_to_keep=self._max_to_keep)
-    return self.manager.latest_checkpoint

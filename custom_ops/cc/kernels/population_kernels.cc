@@ -55,10 +55,11 @@ using tfrl::population::CheckRank;
 using tfrl::population::ConvGeometry;
 using tfrl::population::CountCall;
 using tfrl::population::GemmArgs;
-using tfrl::population::GemmPath;
 using tfrl::population::GemmFn;
+using tfrl::population::GemmPath;
 using tfrl::population::Isa;
 using tfrl::population::KernelRows;
+using tfrl::population::kNumPaths;
 using tfrl::population::OutputShape;
 using tfrl::population::Path;
 using tfrl::population::PickGemm;
@@ -170,15 +171,10 @@ void RunGrouped(OpKernelContext* ctx, GemmFn<TW> gemm, const Tensor& index,
     for (int64_t s = begin; s < end; s += chunk)
       units.push_back({bucket.p, s, std::min(end, s + chunk)});
   }
-  int64_t gemm_calls[3] = {0, 0, 0};  // by strategy, Path::kGemmStreamed first
-  for (const Unit& un : units) {
-    ++gemm_calls[static_cast<int>(GemmPath(un.end - un.begin, n)) -
-                 static_cast<int>(Path::kGemmStreamed)];
-  }
-  for (int s = 0; s < 3; ++s) {
-    if (gemm_calls[s]) {
-      CountCall(static_cast<Path>(static_cast<int>(Path::kGemmStreamed) + s), gemm_calls[s]);
-    }
+  int64_t gemm_calls[kNumPaths] = {};  // one GEMM call per unit, by strategy
+  for (const Unit& un : units) ++gemm_calls[static_cast<int>(GemmPath(un.end - un.begin, n))];
+  for (Path path : {Path::kGemmStreamed, Path::kGemmKChunked, Path::kGemmTiles}) {
+    if (gemm_calls[static_cast<int>(path)]) CountCall(path, gemm_calls[static_cast<int>(path)]);
   }
   const int64_t cost = std::max<int64_t>(1, total_rows * k * n / units.size());
   auto work = [&](int64_t first, int64_t last) {
