@@ -81,13 +81,14 @@ class ExportTest(tf.test.TestCase):
     self.assertAllClose(loaded["value"], value, atol=1e-5)
     self.assertAllEqual(loaded["action"], np.argmax(logits, axis=1))
     # Resume in process: weights and counters come back, counting continues.
-    second = GA3C(_cartpole_config(logdir, max_frames=2000, resume=True))
-    self.assertEqual(second.restored_from, summary["checkpoint"])
-    self.assertEqual(second.frames, summary["frames"])
+    restored = GA3C(_cartpole_config(logdir, max_frames=2000, resume=True))
+    restored.restore()
+    self.assertEqual(restored.restored_from, summary["checkpoint"])
+    self.assertEqual(restored.frames, summary["frames"])
     for a, b in zip(first.network.trainable_variables,
-                    second.network.trainable_variables):
+                    restored.network.trainable_variables):
       self.assertAllClose(a, b)
-    summary2 = second.run()
+    summary2 = GA3C(_cartpole_config(logdir, max_frames=2000, resume=True)).run()
     self.assertGreaterEqual(summary2["frames"], 2000)
     self.assertGreaterEqual(summary2["episodes"], summary["episodes"])
     self.assertGreater(summary2["train_steps"], summary["train_steps"])
@@ -138,6 +139,7 @@ class LayerVariantTest(tf.test.TestCase):
       self.assertAllClose(float(layer.sparsity()), 0.6, atol=0.05)
     # The controller is part of the checkpoint.
     again = GA3C(dataclasses.replace(config, resume=True))
+    again.restore()
     self.assertAllClose(float(again.controller.sparsity), 0.6)
     self.assertEqual(int(again.controller.num_returns), int(system.controller.num_returns))
 
@@ -171,7 +173,7 @@ class CheckpointSafetyTest(tf.test.TestCase):
         with open(os.path.join(d, n), "rb") as f:
           files[os.path.join(d, n)] = f.read()
     with self.assertRaises(error) as cm:
-      GA3C(_cartpole_config(logdir, **kwargs))
+      GA3C(_cartpole_config(logdir, **kwargs)).restore()
     message = str(cm.exception)
     self.assertNotIn("\n", message)
     after = {}
@@ -209,6 +211,7 @@ class CheckpointSafetyTest(tf.test.TestCase):
     logdir = os.path.join(self.get_temp_dir(), "empty")
     with self.assertLogs("absl", level="WARNING") as logs:
       system = GA3C(_cartpole_config(logdir, resume=True))
+      system.restore()
     self.assertIsNone(system.restored_from)
     self.assertIn(f"--resume: no checkpoint in {logdir}; starting afresh.",
                   "\n".join(logs.output))

@@ -148,9 +148,9 @@ class CheckpointSafetyTest(tf.test.TestCase):
     saved = []
     original = tf_checkpoints.RunCheckpoints.save
 
-    def save(checkpoints, number, **kwargs):
+    def save(checkpoints, algorithm, number, identity):
       saved.append(number)
-      return original(checkpoints, number, **kwargs)
+      return original(checkpoints, algorithm, number, identity)
 
     with mock.patch.object(tf_checkpoints.RunCheckpoints, "save", save):
       summary = train(TD3Config(**dict(_TINY, total_steps=120)), logdir=logdir, resume=True,
