@@ -1,14 +1,13 @@
-"""Whole GA3C runs: SavedModel export, checkpoint -> kill -> resume, CLI."""
+"""Whole GA3C runs: SavedModel export, resume, checkpoint safety, CLI (a kill and
+resume: tests/test_kill_resume.py; signals: tests/test_signals.py)."""
 
 import dataclasses
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 import tensorflow as tf
@@ -48,12 +47,6 @@ def _env(pythonpath=True):
   else:
     env.pop("PYTHONPATH", None)
   return env
-
-
-def _ckpt_counters(path):
-  reader = tf.train.load_checkpoint(path)
-  return {k: int(reader.get_tensor(f"counters/{k}/.ATTRIBUTES/VARIABLE_VALUE"))
-          for k in ("env_steps", "episodes", "train_steps")}
 
 
 class ExportTest(tf.test.TestCase):
@@ -253,66 +246,6 @@ class CheckpointSafetyTest(tf.test.TestCase):
 
 class CommandLineTest(tf.test.TestCase):
   test_session = None
-
-  def _start(self, logdir, log_name, *extra):
-    cmd = [sys.executable, "-m", "tfrl.ga3c", "--env=CartPole-v1",
-           f"--logdir={logdir}", "--agents=2", "--max_agents=2",
-           "--stats_every=1", "--loss_reduction=mean",
-           "--rmsprop_epsilon=1e-5", "--learning_rate=1e-3", *extra]
-    log = open(os.path.join(self.get_temp_dir(), log_name), "w")
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                            env=_env(), cwd=_REPO)
-
-  def _wait_for(self, predicate, timeout=90):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-      if predicate():
-        return True
-      time.sleep(0.2)
-    return False
-
-  def test_checkpoint_kill_resume_sigterm(self):
-    logdir = os.path.join(self.get_temp_dir(), "run")
-    os.makedirs(logdir)
-    ckpt_dir = os.path.join(logdir, "checkpoints")
-    # Run 1: periodic checkpoints, then killed hard.
-    proc = self._start(logdir, "run1.txt", "--checkpoint_every=1")
-    try:
-      self.assertTrue(self._wait_for(
-          lambda: tf.train.latest_checkpoint(ckpt_dir) is not None
-          and _ckpt_counters(tf.train.latest_checkpoint(ckpt_dir))[
-              "episodes"] > 0))
-    finally:
-      proc.kill()
-      proc.wait(30)
-    killed_at = _ckpt_counters(tf.train.latest_checkpoint(ckpt_dir))
-    self.assertTrue(os.path.isfile(os.path.join(logdir, "flags.txt")))
-    # Run 2: resumes, then SIGTERM: clean stop with a final checkpoint.
-    log_path = os.path.join(self.get_temp_dir(), "run2.txt")
-    proc = self._start(logdir, "run2.txt", "--resume", "--checkpoint_every=0")
-    try:
-      self.assertTrue(self._wait_for(
-          lambda: "NA 2" in open(log_path).read()))
-      proc.send_signal(signal.SIGTERM)
-      start = time.time()
-      returncode = proc.wait(30)
-      stop_seconds = time.time() - start
-    finally:
-      if proc.poll() is None:
-        proc.kill()
-    log = open(log_path).read()
-    self.assertEqual(returncode, 0, log[-3000:])
-    self.assertLess(stop_seconds, 20)
-    self.assertIn("Resumed from", log)
-    final = _ckpt_counters(tf.train.latest_checkpoint(ckpt_dir))
-    self.assertGreater(final["env_steps"], killed_at["env_steps"])
-    self.assertGreaterEqual(final["episodes"], killed_at["episodes"])
-    self.assertGreater(final["train_steps"], killed_at["train_steps"])
-    with open(os.path.join(logdir, "summary.json")) as f:
-      summary = json.load(f)
-    self.assertEqual(summary["frames"], final["env_steps"])
-    self.assertTrue(os.path.isfile(
-        os.path.join(logdir, "saved_model", "saved_model.pb")))
 
   def test_helpfull_documents_flags_and_bad_flags_fail(self):
     result = subprocess.run(
