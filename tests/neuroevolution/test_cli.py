@@ -39,8 +39,12 @@ class CliTest(tf.test.TestCase):
                 "--elite_episodes=2", f"--logdir={logdir}"])
     self.assertIn("[ga] gen    2", out)
     self.assertIn("op compiled", out)
-    for name in ("checkpoint.json", "flags.txt", "elite/saved_model.pb"):
+    for name in ("checkpoint.json", "flags.txt", "elite/saved_model.pb", "summary.json"):
       self.assertTrue(os.path.exists(os.path.join(logdir, name)), name)
+    with open(os.path.join(logdir, "summary.json")) as f:
+      summary = json.load(f)
+    self.assertEqual((summary["generation"], summary["stop_reason"]), (2, "generations"))
+    self.assertEqual(summary["elite"], os.path.join(logdir, "elite"))
     self.assertTrue(glob.glob(os.path.join(logdir, "events.out.tfevents.*")))
     out = _run(["-m", "tfrl.ga", f"--flagfile={logdir}/flags.txt", "--resume",
                 "--generations=3", "--noexport"])

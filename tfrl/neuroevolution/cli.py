@@ -6,16 +6,13 @@ configs with the helpers below. Library code never reads FLAGS.
 """
 
 import dataclasses
-import os
 from typing import Optional
 
 from absl import app
 from absl import flags
 import tensorflow as tf
 
-from tfrl import atomic_files
 from tfrl import flagconfig
-from tfrl import logdir_lock
 from tfrl.layers import flags as layer_flags
 from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import noise as noise_lib
@@ -150,34 +147,29 @@ def run_config(fv: flags.FlagValues = flags.FLAGS) -> runner.RunConfig:
       target_score=fv.target_score, identity=identity)
 
 
-def write_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
-  """Writes the flags into the logdir so that the run replays with --flagfile."""
-  os.makedirs(fv.logdir, exist_ok=True)
-  atomic_files.write_text(os.path.join(fv.logdir, "flags.txt"), fv.flags_into_string())
-
-
 def check_argv(argv) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
 
 
 def main_for(make_algorithm, fv: flags.FlagValues = flags.FLAGS) -> None:
-  """Shared body of the entry points' main: lock the logdir, build, run, export."""
+  """Shared body of the entry points' main: build and run in the run skeleton."""
   log = lambda line: print(line, flush=True)
   config = run_config(fv)
-  with logdir_lock.hold(fv.logdir):
-    # Before the evaluator (Ray workers) starts: a fresh run over a
-    # checkpoint, or an unreadable checkpoint, ends here in one line.
-    runner.open_checkpoint(config)
+
+  def build_run() -> runner.Generations:
+    # Once the logdir is locked and its checkpoint accepted (tfrl.run_loop):
+    # a fresh run over a checkpoint, or an unreadable one, never starts Ray workers.
     setup = build(fv.population, fv, log=log)
     try:
       algorithm = make_algorithm(setup)
       print(f"[{algorithm.name}] {setup.layout.describe()} | population {fv.population} | "
             f"{setup.evaluator.describe()} | "
             f"{'incremental' if setup.spec.incremental else 'full'} inference", flush=True)
-      # The flags file is written once the checkpoint is accepted (a refused
-      # resume leaves the flags of the run it belongs to).
-      runner.run(algorithm, config, setup.observation_spec, print_fn=log,
-                 on_start=lambda: write_flags(fv))
-    finally:
+    except BaseException:
       setup.evaluator.close()
+      raise
+    return runner.Generations(algorithm, config, setup.observation_spec, print_fn=log,
+                              close=setup.evaluator.close)
+
+  runner.run_built(build_run, config, flags_text=fv.flags_into_string())
