@@ -6,6 +6,7 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
+from tfrl import resume
 from tfrl.envs import EnvProtocol, GymEnv, make_env, play_episodes
 from tfrl.envs import protocol as protocol_lib
 
@@ -61,6 +62,14 @@ class EnvProtocolTest(parameterized.TestCase):
       EnvProtocol.from_json({"game": "pong", "sticky": 1})
     with self.assertRaisesRegex(ValueError, "must be a JSON object"):
       EnvProtocol.from_json("[1, 2]")
+
+  def test_a_resume_with_another_protocol_names_the_field(self):
+    saved = resume.as_json(EnvProtocol(game="pong", repeat_action_probability=0.0).identity())
+    now = EnvProtocol(game="pong", repeat_action_probability=0.25).identity()
+    self.assertEqual(resume.mismatches(saved, now),
+                     ["repeat action probability 0.0 != 0.25"])
+    self.assertEqual(resume.mismatches(saved, EnvProtocol(game="ALE/Pong-v5").identity()),
+                     ["game pong != ALE/Pong-v5", "repeat action probability 0.0 != 0.25"])
 
   def test_env_replaces_only_the_default_game(self):
     defaults = {"game": "pong", "env": None}
