@@ -50,9 +50,8 @@ _CHECKER = textwrap.dedent("""
             [actor, critic])["total"]["compression_ratio"]
       elif prefix == "ga3c":
         entry.config_from_flags()
-      elif prefix == "ga":
-        from tfrl.neuroevolution import cli as ne_cli
-        ne_cli.ga_config()
+      elif prefix in ("ga", "es", "random_search"):
+        entry.config_from_flags()
       out[path] = info
     print(json.dumps(out))
 """)

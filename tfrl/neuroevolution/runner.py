@@ -48,8 +48,9 @@ class RunConfig:
   export_every: int = 0         # also export every N generations (0: at the end)
   target_score: Optional[float] = None  # stop once the elite reaches it
   # What else a checkpoint of this run records and a resume must match, on
-  # top of `run_identity` (the entry points add the game or env).
+  # top of `run_identity` (the entry points add the env protocol).
   identity: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  env_protocol: Any = None      # tfrl.envs.EnvProtocol, written into the export
 
 
 def format_line(algorithm_name: str, m: Dict[str, float]) -> str:
@@ -99,11 +100,12 @@ def _restore(algorithm, state: dict, arrays, logdir: str) -> None:
                                    f"a malformed or missing entry ({e!r})") from e
 
 
-def export_elite(algorithm, export_dir: str, observation_spec: tf.TensorSpec) -> str:
+def export_elite(algorithm, export_dir: str, observation_spec: tf.TensorSpec,
+                 env_protocol=None) -> str:
   """Slices the elite out of the population into a plain network and exports it."""
   from tfrl import export as export_lib  # the GA3C engineer's policy format.
   policy = population_net.SingleNetwork(algorithm.layout, algorithm.elite_params())
-  return export_lib.export_policy(policy, observation_spec, export_dir)
+  return export_lib.export_policy(policy, observation_spec, export_dir, env_protocol)
 
 
 def _saved_generation(logdir: str) -> int:
@@ -125,9 +127,10 @@ def _save(algorithm, logdir: str, identity: Dict[str, Any]) -> None:
         f"{_saved_generation(logdir)} (resume with --resume)") from e
 
 
-def _export(algorithm, export_dir: str, observation_spec: tf.TensorSpec, writer) -> None:
+def _export(algorithm, export_dir: str, observation_spec: tf.TensorSpec, writer,
+            env_protocol=None) -> None:
   try:
-    export_elite(algorithm, export_dir, observation_spec)
+    export_elite(algorithm, export_dir, observation_spec, env_protocol)
   except (OSError, tf.errors.OpError) as e:
     writer.close()
     raise cli.RunFailed(f"cannot export the elite to {export_dir}: {resume.first_line(e)}; "
@@ -189,7 +192,7 @@ def run(algorithm, config: RunConfig, observation_spec: tf.TensorSpec,
         raise
       if (config.export and config.export_every > 0 and
           metrics["generation"] % config.export_every == 0):
-        _export(algorithm, export_dir, observation_spec, writer)
+        _export(algorithm, export_dir, observation_spec, writer, config.env_protocol)
       if config.target_score is not None and metrics["elite"] >= config.target_score:
         break
   if stop.is_set():
@@ -197,7 +200,7 @@ def run(algorithm, config: RunConfig, observation_spec: tf.TensorSpec,
              f"holds generation {algorithm.generation} (resume with --resume)")
   if config.export and algorithm.generation > 0:
     with stopping.final_save(config.logdir):
-      _export(algorithm, export_dir, observation_spec, writer)
+      _export(algorithm, export_dir, observation_spec, writer, config.env_protocol)
     print_fn(f"[{algorithm.name}] elite ({algorithm.elite_score:.2f}) exported to "
              f"{export_dir}")
   writer.close()
