@@ -18,7 +18,9 @@ import ast
 import json
 import os
 import re
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -96,8 +98,7 @@ class ClusterRecipeTest(absltest.TestCase):
     home = os.path.join(tmp, "home")
     os.makedirs(home)
     env = _env(home, tmp)
-    out = subprocess.run(namespace, shell=True, input=stdin, env=env, cwd=tmp,
-                         capture_output=True, text=True, timeout=1200)
+    out = _run_in_namespace(shlex.split(namespace), stdin, env, tmp)
     log = out.stdout + out.stderr
     self.assertEqual(out.returncode, 0, log[-5000:])
 
@@ -131,6 +132,22 @@ class ClusterRecipeTest(absltest.TestCase):
     on_ray, alone = _outcome(out.stdout, logdir), _outcome(local.stdout, local_logdir)
     self.assertLen(on_ray[0], 2)
     self.assertEqual(on_ray, alone)
+
+
+def _run_in_namespace(command, stdin, env, cwd, timeout=1200):
+  """Runs the namespace's shell on `stdin`; on a timeout kills its process
+  group, and with the namespace's first process every process in it."""
+  proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, env=env, cwd=cwd, text=True,
+                          start_new_session=True)
+  try:
+    stdout, stderr = proc.communicate(stdin, timeout=timeout)
+  except subprocess.TimeoutExpired:
+    os.killpg(proc.pid, signal.SIGKILL)
+    stdout, stderr = proc.communicate()
+    raise AssertionError(f"the recipe did not end within {timeout} s:\n{stdout[-3000:]}\n"
+                         f"{stderr[-3000:]}") from None
+  return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
 
 
 def _processes_mentioning(text):
