@@ -59,12 +59,9 @@ def _gif_frames(path):
     return image.size, sum(durations)
 
 
-def _mp4_frames(test, path):
+def _mp4_frames(path):
   """The decoded RGB frames of an MP4 (OpenCV decodes both encoders' output)."""
-  try:
-    import cv2  # pylint: disable=import-outside-toplevel
-  except ImportError:
-    test.skipTest("no cv2 to decode the MP4 (pip install opencv-python-headless)")
+  import cv2  # pylint: disable=import-outside-toplevel  # the test extra: opencv-python-headless
   capture = cv2.VideoCapture(path)
   frames = []
   while True:
@@ -77,8 +74,7 @@ def _mp4_frames(test, path):
 
 
 def _need_mp4(test):
-  if evaluate.mp4_backend() is None:
-    test.skipTest(f"no MP4 encoder installed: {evaluate.VIDEO_EXTRA}")
+  test.assertIsNotNone(evaluate.mp4_backend(), f"no MP4 encoder installed: {evaluate.VIDEO_EXTRA}")
 
 
 class EvaluateCLITest(tf.test.TestCase, parameterized.TestCase):
@@ -166,7 +162,7 @@ class EvaluateCLITest(tf.test.TestCase, parameterized.TestCase):
     if extension == ".gif":
       self.assertEqual(_gif_frames(video)[0], shape[::-1])
       return
-    frames = _mp4_frames(self, video)
+    frames = _mp4_frames(video)
     self.assertLen(frames, record["frames"])
     self.assertEqual(frames[0].shape, (*shape, 3))
 
@@ -479,12 +475,12 @@ class SaveVideoTest(tf.test.TestCase, parameterized.TestCase):
   def test_mp4(self, backend):
     hidden = {"imageio_ffmpeg": None} if backend == "cv2" else {}
     with mock.patch.dict(sys.modules, hidden):
-      if evaluate.mp4_backend() != backend:
-        self.skipTest(f"{backend} is not installed")
+      self.assertEqual(evaluate.mp4_backend(), backend,
+                       f"{backend} is not installed (the test extra has both encoders)")
       path = os.path.join(self.get_temp_dir(), f"{backend}.mp4")
       frames = self._frames(shape=(21, 15))  # odd sizes: padded to even
       evaluate.save_video(frames, path, fps=25)
-    decoded = _mp4_frames(self, path)
+    decoded = _mp4_frames(path)
     self.assertLen(decoded, 7)
     self.assertEqual(decoded[0].shape, (22, 16, 3))
     # Lossy, but the picture is there.

@@ -25,7 +25,8 @@ from tfrl.neuroevolution import ray_evaluator  # pylint: disable=g-import-not-at
 
 # Every node of the test cluster on the loopback address (see ray_evaluator).
 os.environ[ray_evaluator.LOOPBACK_ENV] = "0"
-ray = pytest.importorskip("ray", reason="the Ray extra: pip install -e '.[ray]'")
+# The Ray extra (pip install -e '.[test,ray]'); without it this module fails.
+import ray  # pylint: disable=g-import-not-at-top
 from ray import cluster_utils  # pylint: disable=g-import-not-at-top
 
 from tfrl.neuroevolution import es  # pylint: disable=g-import-not-at-top

@@ -82,8 +82,8 @@ class VBNForwardTest(tf.test.TestCase, parameterized.TestCase):
       ("mlp_op", "mlp", True), ("mlp_reference", "mlp", False),
       ("conv_op", "conv", True), ("conv_reference", "conv", False))
   def test_forward_matches_plain_reference(self, arch, use_op):
-    if use_op and not pop_ops.have_op():
-      self.skipTest("population op library not built")
+    if use_op:
+      self.assertTrue(pop_ops.have_op(), "the population op library is not built: pip install -e .")
     config, shape, dtype = _ARCHS[arch]
     layout = pn.ParamLayout(pn.NetworkConfig(arch=config.arch, hidden=config.hidden,
                                              use_op=use_op), shape, 3)
