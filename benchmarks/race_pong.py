@@ -30,7 +30,10 @@ library's own TensorBoard log:
 per round, then again), each run --warmup + --seconds long; the rate is the
 growth of the frame count between the first and last log point after the
 warm-up. Each row keeps its best round, its median, and its median ratio to
-tfrl's run of the same round.
+tfrl's run of the same round. Log cadences: tfrl every --tfrl_stats_every s,
+SB3 PPO every rollout (1,024 agent steps), SB3 A2C every 100 updates (8,000
+agent steps), Sample Factory every few seconds; a run with fewer than 2 points
+in its window has no rate and says so (lengthen --seconds).
 
 --modes=score: tfrl's main command and SB3 PPO (--score_rows), one seed each,
 --score_minutes each, one after the other; score = the undiscounted full-game
@@ -253,8 +256,6 @@ def summarize_curve(curve, minutes):
 def score_race(workdir, versions):
   results = []
   for row in _SCORE_ROWS.value:
-    if row not in ("tfrl", "sb3_ppo"):
-      raise app.UsageError(f"score mode reads tfrl's and SB3's logs; got {row!r}")
     if versions.get(row, {}).get("missing"):
       continue
     rundir = os.path.join(workdir, f"score_{row}")
@@ -315,6 +316,10 @@ def main(argv):
   modes = set(_MODES.value)
   if not modes or modes - {"throughput", "score"}:
     raise app.UsageError(f"--modes takes throughput and/or score, got {_MODES.value}")
+  unknown = set(_ROWS.value) - set(ROWS)
+  if unknown or set(_SCORE_ROWS.value) - {"tfrl", "sb3_ppo"}:
+    raise app.UsageError(f"--rows are of {', '.join(ROWS)} and --score_rows of tfrl, "
+                         f"sb3_ppo; got {_ROWS.value} and {_SCORE_ROWS.value}")
   workdir = _WORKDIR.value or tempfile.mkdtemp(prefix="tfrl_race_pong_")
   record = {"provenance": provenance.provenance(), "tfrl_command": " ".join(TFRL_COMMAND),
             "workdir": workdir, "peers": peer_versions(), "frame_skip": FRAME_SKIP,
