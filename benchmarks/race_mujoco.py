@@ -6,7 +6,7 @@
 For each seed, one run of each library, --minutes of wall clock each (counted
 from the process's start, start-up included), one after the other:
 
-- tfrl: `python -m tfrl.es --flagfile=flags/es_halfcheetah.flags` (--tfrl_command;
+- tfrl: `python -m tfrl.es --preset=es_halfcheetah` (--tfrl_command;
   the race appends --env, --seed and --logdir), from tfrl's venv. Its score per
   generation comes from its TensorBoard log: `es/mean` (the population's mean
   return) and `es/elite` (the centre's return over the preset's
@@ -53,7 +53,7 @@ from benchmarks.peers import runs  # pylint: disable=g-import-not-at-top
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The HalfCheetah preset is being added with ES's MuJoCo support: until then
 # pass another command with --tfrl_command.
-TFRL_COMMAND = "-m tfrl.es --flagfile=flags/es_halfcheetah.flags"
+TFRL_COMMAND = "-m tfrl.es --preset=es_halfcheetah"
 TFRL_EVAL_COMMAND = "-m tfrl.evaluate"
 EVOTORCH_DRIVER = os.path.join(ROOT, "benchmarks", "peers", "evotorch_pgpe.py")
 EVOTORCH_PACKAGES = ("evotorch", "torch", "gymnasium", "mujoco", "ray", "numpy")
@@ -124,9 +124,9 @@ def run_tfrl(workdir, seed):
 def evaluate_tfrl(logdir, seed):
   """The exported centre over --final_episodes episodes, by tfrl.evaluate."""
   policy, report = os.path.join(logdir, "elite"), os.path.join(logdir, "final_eval.json")
+  # The env and its protocol come from the exported policy, as trained.
   cmd = [sys.executable, *shlex.split(TFRL_EVAL_COMMAND), f"--policy={policy}",
-         f"--env={_ENV.value}", f"--episodes={_FINAL_EPISODES.value}", f"--seed={seed}",
-         f"--output={report}"]
+         f"--episodes={_FINAL_EPISODES.value}", f"--seed={seed}", f"--output={report}"]
   if not os.path.isdir(policy):
     return {"final_centre_error": f"no exported policy in {policy}"}
   done = runs.run_for(cmd, 1800, logdir + "_eval.out", cwd=ROOT)

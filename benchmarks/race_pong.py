@@ -8,7 +8,7 @@
 Each library runs as its users run it, from its own virtualenv outside this
 repository (benchmarks/README.md says how they were installed):
 
-- tfrl: `python -m tfrl.ga3c --flagfile=flags/ga3c_pong.flags` (TFRL_COMMAND),
+- tfrl: `python -m tfrl.ga3c --preset=ga3c_pong` (TFRL_COMMAND),
   from tfrl's venv;
 - sb3_ppo, sb3_a2c: `python -m rl_zoo3.train --algo ppo|a2c --env
   PongNoFrameskip-v4` with rl-zoo3's own Atari hyperparameters (its
@@ -38,8 +38,9 @@ in its window has no rate and says so (lengthen --seconds).
 --modes=score: tfrl's main command and SB3 PPO (--score_rows), one seed each,
 --score_minutes each, one after the other; score = the undiscounted full-game
 return, rolling mean of the last --window episodes:
-- tfrl: its `episode/rolling_score` summary (the preset's episodes are whole
-  games; --score_window is passed as --window);
+- tfrl: its `episode/rolling_score` summary (--score_window is passed as
+  --window); its episodes are whole games unless the run has --episodic_life
+  (read from its flags.txt, recorded, and warned about: then they are lives);
 - SB3: its Monitor CSVs (`<log>/<algo>/PongNoFrameskip-v4_1/<env>.monitor.csv`,
   columns r, l, t after a `#{"t_start": ...}` line). rl-zoo3 wraps Monitor
   around the raw env, inside AtariWrapper, so a row is a whole game (AtariWrapper's
@@ -68,7 +69,7 @@ from benchmarks.peers import runs  # pylint: disable=g-import-not-at-top
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # tfrl's main command (README): the race runs whatever the preset holds now.
-TFRL_COMMAND = ("-m", "tfrl.ga3c", "--flagfile=flags/ga3c_pong.flags")
+TFRL_COMMAND = ("-m", "tfrl.ga3c", "--preset=ga3c_pong")
 GYM_ID = "PongNoFrameskip-v4"
 FRAME_SKIP = 4
 ROWS = ("tfrl", "sb3_ppo", "sb3_a2c", "sf_appo")
@@ -228,6 +229,16 @@ def tfrl_curve(rundir, start):
            "episodes": int(episodes.get(p["step"], 0)), "score": p["value"]} for p in scores]
 
 
+def tfrl_episodic_life(rundir):
+  """Whether the tfrl run ended episodes at lost lives (its flags.txt): then its
+  rolling score is over lives, not whole games, and is not the race's score."""
+  try:
+    with open(os.path.join(rundir, "flags.txt")) as f:
+      return any(line.strip() == "--episodic_life" for line in f)
+  except OSError:
+    return None
+
+
 def sb3_curve(rundir, start):
   episodes = monitor_episodes(rundir)
   points, per_step = frame_points("sb3_ppo", rundir)
@@ -261,7 +272,10 @@ def score_race(workdir, versions):
     rundir = os.path.join(workdir, f"score_{row}")
     done = run_once(row, rundir, _SCORE_MINUTES.value * 60, _SEED.value, throughput=False)
     curve = (tfrl_curve if row == "tfrl" else sb3_curve)(rundir, done.start)
+    if row == "tfrl" and tfrl_episodic_life(rundir):
+      print("WARNING: tfrl ran with --episodic_life: its scores are per life, not per game")
     results.append({"row": row, "seed": _SEED.value,
+                    "episodic_life": tfrl_episodic_life(rundir) if row == "tfrl" else False,
                     "command": " ".join(command(row, rundir, _SEED.value, False)[0]),
                     "stopped": done.how, "returncode": done.returncode,
                     "output": done.output, **summarize_curve(curve, _SCORE_MINUTES.value),
