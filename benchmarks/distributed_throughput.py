@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import provenance  # pylint: disable=g-import-not-at-top
 # The GA's flags.
-from tfrl import ga as _ga_flags  # pylint: disable=g-import-not-at-top,unused-import
+from tfrl import ga as ga_entry  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import cli as ne_cli  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import ga  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import noise as noise_lib  # pylint: disable=g-import-not-at-top
@@ -57,7 +57,8 @@ _OUTPUT = flags.DEFINE_string("output", "distributed_throughput.json", "JSON res
 def run_generations(evaluator, table, layout, generations):
   """(seconds, frames, bytes sent, bytes received, scores, worker seconds) of a GA
   from the seed."""
-  algorithm = ga.GeneticAlgorithm(ne_cli.ga_config(), layout, table, evaluator)
+  algorithm = ga.GeneticAlgorithm(ga_entry.config_from_flags().algorithm, layout, table,
+                                  evaluator)
   sent = getattr(evaluator, "bytes_sent", 0)
   received = getattr(evaluator, "bytes_received", 0)
   busy = getattr(evaluator, "worker_seconds", 0.0)
@@ -91,7 +92,7 @@ def main(argv):
   fv = FLAGS
   cpus = os.cpu_count()
   record = provenance.provenance()
-  spec, _ = ne_cli.worker_spec(fv.population, fv)
+  spec, _ = ne_cli.worker_spec(ga_entry.config_from_flags(), fv.population)
   layout = spec.layout()
   table = noise_lib.NoiseTable(fv.seed, fv.noise_table_size)
   print(f"{layout.describe()} | population {fv.population} | {spec.num_envs} slots | "
@@ -128,7 +129,8 @@ def main(argv):
     evaluator.close()
   identical = all(run[4] == runs["local"][0][4] for name in runs for run in runs[name])
 
-  short = dataclasses.replace(spec, episode_frame_cap=_OVERHEAD_CAP.value)
+  short = dataclasses.replace(
+      spec, env=dataclasses.replace(spec.env, max_episode_frames=_OVERHEAD_CAP.value))
   overhead, dispatch = {}, {}
   short_evaluators = make_evaluators(short, table, cpus)
   for name, evaluator in short_evaluators.items():

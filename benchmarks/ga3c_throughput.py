@@ -26,7 +26,7 @@ import tensorflow as tf
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import provenance  # pylint: disable=g-import-not-at-top
-from tfrl.envs import AtariEnv  # pylint: disable=g-import-not-at-top
+from tfrl.envs import AtariEnv, EnvProtocol  # pylint: disable=g-import-not-at-top
 from tfrl.ga3c import GA3C, GA3CConfig  # pylint: disable=g-import-not-at-top
 
 _GAME = flags.DEFINE_string("game", "PongNoFrameskip-v4", "Atari game.")
@@ -65,7 +65,8 @@ def env_only_fps(game, num_envs, seconds, warmup):
 def training_fps(game, agents, envs_per_agent, seconds, warmup):
   logdir = tempfile.mkdtemp(prefix="ga3c_throughput_")
   config = GA3CConfig(
-      game=game, agents=agents, max_agents=agents,
+      protocol=EnvProtocol(game=game, repeat_action_probability=0.0), agents=agents,
+      max_agents=agents,
       envs_per_agent=envs_per_agent, prediction_batch_size=32,
       training_min_batch_size=80, training_max_batch_size=160,
       learning_rate=7e-4, rmsprop_epsilon=1e-5, loss_reduction="mean",

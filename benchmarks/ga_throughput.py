@@ -123,7 +123,7 @@ def make_ga(env, arch, groups, precision, episodes, inference):
                        mutation_power=0.002, elite_candidates=_ELITE_CANDIDATES.value,
                        elite_episodes=_ELITE_EPISODES.value,
                        episodes_per_eval=episodes)
-  # The parent cache the entry points size (ne_cli.cache_size).
+  # The parent cache the entry points size (NeuroevolutionConfig.cache_size).
   builder = genome_lib.ParamBuilder(
       table, layout.init_scale, cache_size=config.truncation + config.elite_candidates + 2)
   # Not closed: it would close the env all the cells share.

@@ -16,9 +16,10 @@ import numpy as np
 import tensorflow as tf
 
 from tfrl import evaluate
+from tfrl import flagconfig
 from tfrl import export
 from tfrl import networks
-from tfrl.envs import GymEnv
+from tfrl.envs import EnvProtocol, GymEnv, make_env
 
 FLAGS = flags.FLAGS
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -58,12 +59,9 @@ def _gif_frames(path):
     return image.size, sum(durations)
 
 
-def _mp4_frames(test, path):
+def _mp4_frames(path):
   """The decoded RGB frames of an MP4 (OpenCV decodes both encoders' output)."""
-  try:
-    import cv2  # pylint: disable=import-outside-toplevel
-  except ImportError:
-    test.skipTest("no cv2 to decode the MP4 (pip install opencv-python-headless)")
+  import cv2  # pylint: disable=import-outside-toplevel  # the test extra: opencv-python-headless
   capture = cv2.VideoCapture(path)
   frames = []
   while True:
@@ -76,8 +74,7 @@ def _mp4_frames(test, path):
 
 
 def _need_mp4(test):
-  if evaluate.mp4_backend() is None:
-    test.skipTest(f"no MP4 encoder installed: {evaluate.VIDEO_EXTRA}")
+  test.assertIsNotNone(evaluate.mp4_backend(), f"no MP4 encoder installed: {evaluate.VIDEO_EXTRA}")
 
 
 class EvaluateCLITest(tf.test.TestCase, parameterized.TestCase):
@@ -165,7 +162,7 @@ class EvaluateCLITest(tf.test.TestCase, parameterized.TestCase):
     if extension == ".gif":
       self.assertEqual(_gif_frames(video)[0], shape[::-1])
       return
-    frames = _mp4_frames(self, video)
+    frames = _mp4_frames(video)
     self.assertLen(frames, record["frames"])
     self.assertEqual(frames[0].shape, (*shape, 3))
 
@@ -253,6 +250,71 @@ class EvaluateCLITest(tf.test.TestCase, parameterized.TestCase):
     self.assertIn("must end in .gif or .mp4", errors[0])
 
 
+class PolicyProtocolTest(tf.test.TestCase):
+  """A policy exported with its env protocol is evaluated on it by default."""
+  test_session = None
+
+  def test_cartpole_policy_needs_no_env_flags(self):
+    tmp = self.get_temp_dir()
+    net = networks.ActorCritic(2, networks.MLPTorso([8]))
+    policy = export.export_policy(
+        export.DiscretePolicy(net), tf.TensorSpec([None, 4], tf.float32),
+        os.path.join(tmp, "cartpole"),
+        env_protocol=EnvProtocol(env="CartPole-v1", max_episode_frames=20))
+    report_path = os.path.join(tmp, "cartpole.json")
+    result = _run(f"--policy={policy}", "--episodes=4", f"--output={report_path}")
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    self.assertNotIn("overrides", result.stdout)
+    with open(report_path) as f:
+      report = json.load(f)
+    self.assertEqual((report["env"], report["protocol"]["max_episode_frames"]),
+                     ("CartPole-v1", 20))
+    self.assertTrue(all(l <= 20 for l in report["lengths"]), report["lengths"])
+    self.assertEqual(report["command"][-2:], ["--episodes=4", f"--output={report_path}"])
+
+  def test_atari_flags_override_the_policys_protocol_and_say_so(self):
+    tmp = self.get_temp_dir()
+    policy = export.export_policy(
+        export.DiscretePolicy(networks.ActorCritic(6, networks.AtariTorso())),
+        tf.TensorSpec([None, 84, 84, 4], tf.uint8), os.path.join(tmp, "pong"),
+        env_protocol=EnvProtocol(game="pong", repeat_action_probability=0.0, noop_max=5,
+                                 max_episode_frames=400, episodic_life=True))
+    report_path = os.path.join(tmp, "pong.json")
+    result = _run(f"--policy={policy}", "--episodes=2", "--repeat_action_probability=0.25",
+                  "--max_episode_frames=200", f"--output={report_path}")
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    self.assertIn("--repeat_action_probability=0.25 overrides the policy's 0.0",
+                  result.stdout)
+    self.assertIn("--max_episode_frames=200 overrides the policy's 400", result.stdout)
+    self.assertIn("evaluation plays whole games", result.stdout)
+    with open(report_path) as f:
+      report = json.load(f)
+    protocol = report["protocol"]
+    self.assertEqual((protocol["game"], protocol["repeat_action_probability"],
+                      protocol["noop_max"], protocol["max_episode_frames"],
+                      protocol["episodic_life"]), ("pong", 0.25, 5, 200, False))
+    self.assertLen(report["protocol_notes"], 3)
+    # 200 frames of play: 50 steps of 4 frames (a random policy loses no Pong
+    # game so fast).
+    self.assertEqual(report["lengths"], [50, 50])
+
+  def test_resolve_protocol(self):
+    saved = EnvProtocol(game="pong", repeat_action_probability=0.0)
+    fv = flags.FlagValues()
+    flagconfig.define(EnvProtocol, fv=fv)
+    fv(["prog"])
+    self.assertEqual(evaluate.resolve_protocol(saved, fv), (saved, []))
+    fv(["prog", "--env=CartPole-v1"])  # another env: the game is dropped
+    protocol, notes = evaluate.resolve_protocol(saved, fv)
+    self.assertEqual(protocol, EnvProtocol(env="CartPole-v1"))
+    self.assertEqual(notes, ["--env=CartPole-v1 overrides the policy's (its default)"])
+    fv = flags.FlagValues()
+    flagconfig.define(EnvProtocol, fv=fv)
+    fv(["prog", "--noop_max=3"])
+    with self.assertRaisesRegex(ValueError, "records no env protocol"):
+      evaluate.resolve_protocol(None, fv)
+
+
 class TruncatedPolicyTest(tf.test.TestCase, parameterized.TestCase):
   """A SavedModel cut short (a full disk, a half copy) is one line, exit 2."""
   test_session = None
@@ -305,7 +367,7 @@ class EvaluateFunctionTest(tf.test.TestCase):
     policy = _Continuous()
     env = GymEnv("Pendulum-v1", 2, seed=0)
     viewer = evaluate.make_viewer(evaluate.EvalConfig(
-        policy="p", env="Pendulum-v1", seed=0, record_view="agent"))
+        policy="p", protocol=EnvProtocol(env="Pendulum-v1"), seed=0, record_view="agent"))
     scores, lengths, frames = evaluate.evaluate(
         lambda obs: policy(obs), env, 2, step_cap=30, viewer=viewer)
     self.assertEqual(lengths, [30, 30])
@@ -316,7 +378,8 @@ class EvaluateFunctionTest(tf.test.TestCase):
     self.assertEqual(frames[0].shape, (96, 3 * 24, 3))  # bars of the 3 numbers
 
   def test_gym_screen_view_renders_or_falls_back(self):
-    viewer = evaluate.make_viewer(evaluate.EvalConfig(policy="p", env="CartPole-v1"))
+    viewer = evaluate.make_viewer(evaluate.EvalConfig(
+        policy="p", protocol=EnvProtocol(env="CartPole-v1")))
     viewer.start()
     if viewer.view == "screen":  # pygame installed: gymnasium's own picture
       self.assertEqual(viewer.frames[0].shape, (400, 600, 3))
@@ -331,16 +394,17 @@ class ViewerTest(tf.test.TestCase):
 
   def _config(self, **kwargs):
     return evaluate.EvalConfig(
-        policy="p", game="PongNoFrameskip-v4", noop_max=30,
-        repeat_action_probability=0.25, max_episode_frames=1200, seed=5, **kwargs)
+        policy="p", protocol=EnvProtocol(game="PongNoFrameskip-v4", noop_max=30,
+                                         repeat_action_probability=0.25,
+                                         max_episode_frames=1200), seed=5, **kwargs)
 
   def test_viewers_replay_slot_0_of_a_batch(self):
     config = self._config()
     # The evaluated env (84x84 grey, max-pooled, stacked) and, to compare the
     # screens with, the same slots shown as native RGB.
-    env = evaluate.make_env(config, 3)
-    rgb = evaluate.make_env(config, 3, max_pool=False, grayscale=False,
-                            screen_size=None, stack=1)
+    env = make_env(config.protocol, 3, config.seed)
+    rgb = make_env(config.protocol, 3, config.seed, max_pool=False, grayscale=False,
+                   screen_size=None, stack=1)
     screen = evaluate.make_viewer(config)
     agent = evaluate.make_viewer(dataclasses.replace(config, record_view="agent"))
     other = evaluate.make_viewer(dataclasses.replace(config, seed=6))  # another game
@@ -411,12 +475,12 @@ class SaveVideoTest(tf.test.TestCase, parameterized.TestCase):
   def test_mp4(self, backend):
     hidden = {"imageio_ffmpeg": None} if backend == "cv2" else {}
     with mock.patch.dict(sys.modules, hidden):
-      if evaluate.mp4_backend() != backend:
-        self.skipTest(f"{backend} is not installed")
+      self.assertEqual(evaluate.mp4_backend(), backend,
+                       f"{backend} is not installed (the test extra has both encoders)")
       path = os.path.join(self.get_temp_dir(), f"{backend}.mp4")
       frames = self._frames(shape=(21, 15))  # odd sizes: padded to even
       evaluate.save_video(frames, path, fps=25)
-    decoded = _mp4_frames(self, path)
+    decoded = _mp4_frames(path)
     self.assertLen(decoded, 7)
     self.assertEqual(decoded[0].shape, (22, 16, 3))
     # Lossy, but the picture is there.

@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfrl import export
+from tfrl.envs import EnvProtocol
 
 
 class _TinyActorCritic(tf.Module):
@@ -95,6 +96,30 @@ class ExportTest(tf.test.TestCase, parameterized.TestCase):
     out = loaded.signatures["serving_default"](obs=tf.constant(obs))
     self.assertEqual(sorted(out), ["action"])
     self.assertAllClose(out["action"], policy(obs)["action"])
+
+  def test_env_protocol_travels_with_the_policy(self):
+    protocol = EnvProtocol(game="ALE/Pong-v5", max_episode_frames=20000)
+    export_dir = export.export_policy(
+        _Continuous(), tf.TensorSpec([None, 3], tf.float32),
+        os.path.join(self.get_temp_dir(), "with_protocol"), env_protocol=protocol)
+    # A JSON file any program reads, without TensorFlow; the game id's sticky
+    # actions written out.
+    with open(os.path.join(export_dir, "assets.extra", "tfrl_policy.json")) as f:
+      metadata = json.load(f)
+    self.assertEqual(metadata["format"], "tfrl_policy")
+    self.assertEqual(metadata["env_protocol"]["repeat_action_probability"], 0.25)
+    self.assertEqual(metadata["env_protocol"]["max_episode_frames"], 20000)
+    self.assertEqual(export.read_env_protocol(export_dir), protocol.resolved())
+    # The SavedModel still loads and serves as before.
+    loaded = tf.saved_model.load(export_dir)
+    self.assertEqual(sorted(loaded.signatures), ["serving_default"])
+    older = export.export_policy(_Continuous(), tf.TensorSpec([None, 3], tf.float32),
+                                 os.path.join(self.get_temp_dir(), "without"))
+    self.assertIsNone(export.read_env_protocol(older))
+    with open(os.path.join(export_dir, "assets.extra", "tfrl_policy.json"), "w") as f:
+      f.write('{"format": "tfrl_policy", "env_protocol": {"game": "pong", "sticky": 1}}')
+    with self.assertRaisesRegex(ValueError, "env protocol in .* is not valid: unknown"):
+      export.read_env_protocol(export_dir)
 
   def test_reexport_replaces_and_tracks_new_weights(self):
     net = _TinyActorCritic(obs_size=4, num_actions=2)

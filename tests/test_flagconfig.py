@@ -31,6 +31,26 @@ class _Runs:
                                             multi=True)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Part:
+  game: Optional[str] = flagconfig.field(None, "A game.")
+  env: Optional[str] = flagconfig.field(None, "An env; replaces the default game.")
+
+  @classmethod
+  def from_flag_values(cls, values, defaults):
+    if values["env"] and values["game"] == defaults["game"]:
+      values = dict(values, game=None)
+    return cls(**values)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Whole:
+  part: _Part = flagconfig.nested(_Part, defaults={"game": "pong"})
+  other: _Config = flagconfig.nested(_Config, prefix="o_")
+  seed: int = flagconfig.field(0, "A seed.")
+  extra: object = None
+
+
 class FlagConfigTest(absltest.TestCase):
 
   def _flags(self, *args, **kwargs):
@@ -86,6 +106,30 @@ class FlagConfigTest(absltest.TestCase):
     fv(["prog", "--seed=x"])
     with self.assertRaisesRegex(ValueError, "--seed takes int values one per --seed"):
       flagconfig.build(_Runs, fv=fv)
+
+
+  def test_nested_configs_with_an_entry_points_defaults(self):
+    fv = flags.FlagValues()
+    flagconfig.define(_Whole, fv=fv)
+    fv(["prog", "--o_count=5", "--seed=2"])
+    self.assertEqual(fv["game"].default, "pong")       # the entry point's default
+    self.assertEqual(fv["game"].help, "A game.")        # the field's help
+    whole = flagconfig.build(_Whole, fv=fv, extra="x")
+    self.assertEqual(whole, _Whole(_Part(game="pong"), _Config(count=5), 2, "x"))
+    self.assertEqual(_Whole().part, _Part(game="pong"))  # the field's default too
+    self.assertEqual(flagconfig.flag_names(_Whole)["o_count"], "other.count")
+    self.assertEqual(flagconfig.flag_names(_Whole)["game"], "part.game")
+
+  def test_define_with_defaults_and_from_flag_values(self):
+    fv = flags.FlagValues()
+    flagconfig.define(_Part, fv=fv, defaults={"game": "pong"})
+    fv(["prog", "--env=CartPole-v1"])
+    # --env replaces the default game; a game given explicitly would stay.
+    self.assertEqual(flagconfig.build(_Part, fv=fv), _Part(env="CartPole-v1"))
+    fv(["prog", "--env=CartPole-v1", "--game=breakout"])
+    self.assertEqual(flagconfig.build(_Part, fv=fv), _Part("breakout", "CartPole-v1"))
+    with self.assertRaisesRegex(TypeError, "no field"):
+      flagconfig.define(_Part, fv=flags.FlagValues(), defaults={"gmae": "pong"})
 
 
 if __name__ == "__main__":

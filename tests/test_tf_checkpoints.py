@@ -28,6 +28,10 @@ _IDENTITY = {"algorithm": "test"}
 _RENAMES = "rename,renameat,renameat2"
 
 
+_NO_STRACE = ("needs strace, with ptrace allowed, to kill a save half-way: apt-get install "
+              "strace (the README's test command installs it)")
+
+
 def _strace():
   strace = shutil.which("strace")
   if strace is None or subprocess.run([strace, "-qq", "-o", os.devnull, "true"],
@@ -103,8 +107,7 @@ class RunCheckpointsTest(tf.test.TestCase):
     # new index file (strace's fault injection). The previous checkpoint must
     # still restore.
     strace = _strace()
-    if strace is None:
-      self.skipTest("needs strace with ptrace allowed (to kill a save half-way)")
+    self.assertIsNotNone(strace, _NO_STRACE)
     v = tf.Variable([1.0, 2.0])
     first = self._store().save(_Saved(v), 5, _IDENTITY)
     script = textwrap.dedent("""
@@ -138,8 +141,7 @@ class RunCheckpointsTest(tf.test.TestCase):
     # each kill a resume finds no checkpoint (never a broken one), and a fresh
     # run may start over what is left.
     strace = _strace()
-    if strace is None:
-      self.skipTest("needs strace with ptrace allowed (to kill a save half-way)")
+    self.assertIsNotNone(strace, _NO_STRACE)
     script = textwrap.dedent("""
         import sys, types
         import tensorflow as tf

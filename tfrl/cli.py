@@ -10,6 +10,11 @@ or the whole help text. A run that cannot go on (`RunFailed`, e.g. every Ray
 worker lost, or a write that meets a full disk) ends with one line and exit
 code 1. Errors of any other kind keep their traceback: they are bugs, not bad
 input.
+
+`run` also gives every entry point that has presets (`tfrl.presets`) a
+`--preset=NAME` flag: on the command line it stands for
+`--flagfile=<the preset's file>`, so it works the same from a clone and from
+an installed package.
 """
 
 import errno
@@ -17,6 +22,9 @@ import sys
 from typing import Callable, NoReturn
 
 from absl import app
+from absl import flags
+
+from tfrl import presets
 
 BAD_INPUT = (app.UsageError, ValueError, ImportError, FileNotFoundError)
 # A full disk or quota, a read-only file system: the machine, not a bug. A
@@ -41,13 +49,40 @@ def fail(prog: str, message, code: int = 2) -> NoReturn:
   sys.exit(code)
 
 
+def _define_preset_flag(prog: str) -> bool:
+  """Declares --preset for --help (listing `prog`'s presets) if it has any."""
+  names = presets.names(prog)
+  if names and "preset" not in flags.FLAGS:
+    flags.DEFINE_string(
+        "preset", None, "A ready-made flag file shipped with tfrl, by name: read as "
+        "--flagfile=<its file> at its place on the command line, so later flags "
+        f"override it. Presets of {prog}: {', '.join(names)}.",
+        module_name=sys.argv[0])   # the entry point's own flags: listed by --help
+  return bool(names)
+
+
+def _check_preset_flag() -> None:
+  # Every --preset of the command line became a --flagfile; one that is still
+  # set came from a flag file, where it would silently do nothing.
+  if "preset" in flags.FLAGS and flags.FLAGS.preset is not None:
+    raise app.UsageError(f"--preset={flags.FLAGS.preset} works on the command line "
+                         "only; in a flag file, use --flagfile=<the preset's file>.")
+
+
 def run(main: Callable, prog: str) -> None:
-  """absl's app.run(main), with bad input reported by `fail`."""
+  """absl's app.run(main), with bad input reported by `fail`, and --preset."""
   global _prog
   _prog = prog
+  argv = sys.argv
+  if _define_preset_flag(prog):
+    try:
+      argv = presets.expand(sys.argv, prog)
+    except ValueError as e:
+      fail(prog, e)
 
   def checked_main(argv):
     try:
+      _check_preset_flag()
       return main(argv)
     except BAD_INPUT as e:
       fail(prog, e)
@@ -58,4 +93,4 @@ def run(main: Callable, prog: str) -> None:
         raise
       fail(prog, f"cannot write {e.filename or 'a file'}: {e.strerror}", code=1)
 
-  app.run(checked_main)
+  app.run(checked_main, argv=argv)

@@ -16,8 +16,7 @@ from tfrl.neuroevolution import es
 from tfrl.neuroevolution import vbn
 
 FLAGS = flags.FLAGS
-ne_cli.define_common_flags()
-flagconfig.define(es.ESConfig)
+ne_cli.define_flags(es.ESConfig)
 flagconfig.define(vbn.VBNConfig, prefix="vbn_")
 # A switch rather than a setting: it turns VBNConfig (the --vbn_* flags) on.
 flags.DEFINE_boolean("virtual_batch_norm", False,
@@ -26,29 +25,31 @@ flags.DEFINE_boolean("virtual_batch_norm", False,
                      "reference batch from random play, collected once per run.")
 
 
+def config_from_flags(fv: flags.FlagValues = FLAGS) -> ne_cli.NeuroevolutionConfig:
+  vbn_config = (flagconfig.build(vbn.VBNConfig, prefix="vbn_", fv=fv)
+                if fv.virtual_batch_norm else None)
+  return ne_cli.config_from_flags(flagconfig.build(es.ESConfig, fv=fv, vbn=vbn_config), fv)
+
+
+def _check_resume(config: ne_cli.NeuroevolutionConfig) -> None:
+  """A resume keeps the checkpoint's virtual batch norm (before anything starts)."""
+  logdir = config.run.logdir
+  if not (config.run.resume and checkpoint.exists(logdir)):
+    return
+  saved = bool(checkpoint.load(logdir)[0].get("virtual_batch_norm", False))
+  if saved != (config.algorithm.vbn is not None):
+    raise app.UsageError(
+        f"the checkpoint in {logdir} was trained {'with' if saved else 'without'} "
+        f"virtual batch norm; resume it with --{'' if saved else 'no'}virtual_batch_norm.")
+
+
 def main(argv):
   ne_cli.check_argv(argv)
-  if FLAGS.population % 2:
-    raise app.UsageError(f"--population must be even for mirrored sampling, got "
-                         f"{FLAGS.population}.")
-  if FLAGS.virtual_batch_norm and FLAGS.ray_address:
-    raise app.UsageError("--virtual_batch_norm is not supported with --ray_address yet "
-                         "(it runs in the local evaluator only).")
-  if FLAGS.virtual_batch_norm and FLAGS.vbn_reference_size < 2:
-    raise app.UsageError(f"--vbn_reference_size must be >= 2, got "
-                         f"{FLAGS.vbn_reference_size}.")
-  if FLAGS.resume and checkpoint.exists(FLAGS.logdir):
-    saved = bool(checkpoint.load(FLAGS.logdir)[0].get("virtual_batch_norm", False))
-    if saved != FLAGS.virtual_batch_norm:
-      raise app.UsageError(
-          f"the checkpoint in {FLAGS.logdir} was trained {'with' if saved else 'without'} "
-          f"virtual batch norm; resume it with --{'' if saved else 'no'}virtual_batch_norm.")
-  vbn_config = (flagconfig.build(vbn.VBNConfig, prefix="vbn_")
-                if FLAGS.virtual_batch_norm else None)
-  config = flagconfig.build(
-      es.ESConfig, population=FLAGS.population, episodes_per_eval=FLAGS.episodes_per_eval,
-      seed=FLAGS.seed, vbn=vbn_config)
-  ne_cli.main_for(lambda s: es.EvolutionStrategy(config, s.layout, s.table, s.evaluator))
+  config = config_from_flags()
+  _check_resume(config)
+  ne_cli.main_for(
+      lambda s: es.EvolutionStrategy(config.algorithm, s.layout, s.table, s.evaluator),
+      config)
 
 
 if __name__ == "__main__":

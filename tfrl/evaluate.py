@@ -1,26 +1,29 @@
 """Plays a SavedModel policy (tfrl.export format) and reports its scores.
 
-  python -m tfrl.evaluate --policy=/tmp/tfrl_ga3c/saved_model \
-      --game=PongNoFrameskip-v4 --episodes=10 [--record=pong.mp4]
+  python -m tfrl.evaluate --policy=/tmp/tfrl_ga3c/saved_model --episodes=10
+  python -m tfrl.evaluate --policy=DIR --repeat_action_probability=0.25 [--record=pong.mp4]
   python -m tfrl.evaluate --policy=DIR --env=CartPole-v1 --episodes=20
 
-Atari games run on `tfrl.envs.AtariEnv` with the protocol set by flags
-(no-op starts, sticky actions, frame cap, greedy or sampled actions); any
-gymnasium env runs on `tfrl.envs.GymEnv`. Episodes are spread over
-`--num_envs` slots played as one batch; slot i plays episodes i, i+n, ...
-Prints mean / std / min / max and writes a JSON report.
+The env is made as the policy's exported env protocol says (game or
+gymnasium id, frame skip, sticky actions, no-op starts, frame cap; see
+`tfrl.envs.EnvProtocol`), so a policy is evaluated the way it was trained.
+A protocol flag given on the command line overrides the policy's value and
+is reported (`--repeat_action_probability=0.25 overrides the policy's 0.0`);
+a policy without a protocol (an older export) needs --game or --env, and the
+flags are its protocol. Episodic life is a training signal: evaluation plays
+whole games unless --episodic_life is given.
 
-`--record=FILE.gif|.mp4` saves slot 0's first episode as the game's own
-screen (Atari: the native 210x160 RGB screen, the last emulator frame of each
-step, as gymnasium's `render()`; gymnasium envs: their rgb_array render), or
-with `--record_view=agent` as the policy's observation. See `Viewer`.
+Episodes are spread over `--num_envs` slots played as one batch; slot i plays
+episodes i, i+n, ... Prints mean / std / min / max and writes a JSON report
+(with the protocol it played and the command line). `--record=FILE.gif|.mp4`
+saves slot 0's first episode (see `tfrl.recording`).
 """
 
 import dataclasses
 import os
-import re
+import sys
 import time
-from typing import Optional
+from typing import Dict, List, Optional, Tuple
 
 from absl import flags
 from absl import logging
@@ -29,36 +32,29 @@ import numpy as np
 from tfrl import atomic_files
 from tfrl import cli
 from tfrl import flagconfig
+from tfrl import recording
+from tfrl.envs import episodes as episodes_lib
+from tfrl.envs.protocol import EnvProtocol, make_env
 
-RECORD_FORMATS = (".gif", ".mp4")
-VIDEO_EXTRA = "pip install 'tfrl[video]' (imageio-ffmpeg)"
+# What tests and scripts used from here before the recording moved out.
+RECORD_FORMATS, VIDEO_EXTRA = recording.RECORD_FORMATS, recording.VIDEO_EXTRA
+Viewer, observation_frame = recording.Viewer, recording.observation_frame
+mp4_backend, check_record_path = recording.mp4_backend, recording.check_record_path
+save_video = recording.save_video
+evaluate = episodes_lib.play_episodes
 
 
 @dataclasses.dataclass(frozen=True)
 class EvalConfig:
-  """The settings of one evaluation; each field is the flag of its name."""
+  """The settings of one evaluation; each field made with `flagconfig.field` is
+  the flag of its name. `protocol`: the env's, from the policy and the flags."""
   policy: Optional[str] = flagconfig.field(
       None, "SavedModel policy directory (e.g. <logdir>/saved_model).")
-  game: Optional[str] = flagconfig.field(
-      None, "Atari game (e.g. PongNoFrameskip-v4), played on AtariEnv.")
-  env: Optional[str] = flagconfig.field(
-      None, "A gymnasium env id (e.g. CartPole-v1), played on GymEnv.")
   episodes: int = flagconfig.field(10, "Episodes to play.")
   num_envs: int = flagconfig.field(
       0, "Slots played as one batch; 0 = min(episodes, 8).")
   greedy: bool = flagconfig.field(
       True, "Take the policy's `action` (greedy); --nogreedy samples from `probs`.")
-  noop_max: int = flagconfig.field(
-      30, "Atari: up to this many no-op frames at episode start.")
-  repeat_action_probability: Optional[float] = flagconfig.field(
-      None, "Atari: sticky-action probability; default: the game id's (v4: 0, "
-      "v5: 0.25).")
-  frame_skip: int = flagconfig.field(4, "Atari: frames per step.")
-  max_episode_frames: int = flagconfig.field(
-      108000,
-      "Frame cap per episode (Atari emulator frames; gymnasium env steps); an "
-      "episode hitting it ends truncated. 0 disables (Atari) / uses the env's "
-      "own limit (gymnasium).")
   seed: int = flagconfig.field(0, "Seed of the env slots and sampling.")
   output: Optional[str] = flagconfig.field(
       None, "JSON report path; default: eval_<game or env>.json next to --policy.")
@@ -72,10 +68,9 @@ class EvalConfig:
       "or agent (the policy's observation, e.g. 84x84 grey, upscaled 2x).",
       choices=("screen", "agent"))
   record_fps: int = flagconfig.field(30, "Frames/s of the recording.")
+  protocol: Optional[EnvProtocol] = None
 
   def __post_init__(self):
-    if bool(self.game) == bool(self.env):
-      raise ValueError("Give exactly one of --game (Atari) or --env (gymnasium id).")
     if self.episodes < 1:
       raise ValueError(f"--episodes must be >= 1, got {self.episodes}.")
     if self.num_envs < 0:
@@ -89,8 +84,9 @@ class EvalConfig:
 
 
 flagconfig.define(EvalConfig)
-for _field in dataclasses.fields(EvalConfig):  # listed by --help
-  flags.declare_key_flag(flagconfig.flag_name(_field))
+flagconfig.define(EnvProtocol)
+for _name in (*flagconfig.flag_names(EvalConfig), *flagconfig.flag_names(EnvProtocol)):
+  flags.declare_key_flag(_name)  # listed by --help
 
 
 def _fail(message: str):
@@ -121,266 +117,58 @@ def load_policy(path: str):
   return loaded, serve, spec
 
 
-def make_env(config: EvalConfig, num_envs: int, **overrides):
-  """AtariEnv for a game (with the protocol flags) or GymEnv for an env id.
+def _given(fv: flags.FlagValues) -> Dict[str, Tuple[str, object]]:
+  """{field: (flag as typed, value)} of the protocol flags set on the command line."""
+  given = {}
+  for flag, name in flagconfig.flag_names(EnvProtocol).items():
+    if not fv[flag].using_default_value and fv[flag].value not in (None, ""):
+      given[name] = (fv[flag].serialize(), fv[flag].value)
+  return given
 
-  `overrides` are the env's own settings (e.g. `auto_reset`, and for Atari the
-  screen settings) on top of the config's protocol.
+
+def resolve_protocol(saved: Optional[EnvProtocol], fv: flags.FlagValues = flags.FLAGS
+                     ) -> Tuple[EnvProtocol, List[str]]:
+  """The protocol to evaluate on: the policy's (`saved`), with the protocol flags
+  given on the command line overriding it; and one note per override.
+
+  Without a saved protocol (an older export) the flags are the protocol.
+  ValueError for a bad combination (e.g. both --game and --env).
   """
-  game, env_id = config.game, config.env
-  if game:
-    # Imported here: it needs the compiled ALE ops, whose ImportError (how to
-    # build them) cli.run reports in one line.
-    from tfrl.envs import AtariEnv  # pylint: disable=import-outside-toplevel
-    try:
-      return AtariEnv(game, num_envs, frame_skip=config.frame_skip,
-                      noop_max=config.noop_max,
-                      repeat_action_probability=config.repeat_action_probability,
-                      max_episode_frames=config.max_episode_frames,
-                      seed=config.seed, **overrides)
-    except (ValueError, RuntimeError) as e:
-      _fail(f"unknown or unusable --game={game}: {str(e).splitlines()[0]}")
-    except Exception as e:  # pylint: disable=broad-except
-      # The op reports a missing ROM as a TF error.
-      message = getattr(e, "message", str(e)).splitlines()[0]
-      message = re.sub(r"^\{\{[^}]*\}\}\s*", "", message)
-      message = message.split("; available")[0]
-      _fail(f"unknown or unusable --game={game}: {message[:300]}")
-  from tfrl.envs import GymEnv  # pylint: disable=import-outside-toplevel
-  try:
-    return GymEnv(env_id, num_envs, seed=config.seed, **overrides)
-  except ValueError as e:
-    _fail(f"unknown or unusable --env={env_id}: {str(e).splitlines()[0]}")
-
-
-def observation_frame(obs):
-  """An RGB uint8 picture of one observation (the agent's view)."""
-  obs = np.asarray(obs)
-  if obs.ndim == 1:
-    return _bars(obs)
-  if obs.ndim == 3:
-    frame = obs[..., -1] if obs.shape[-1] not in (3,) else obs
-    if frame.ndim == 2:
-      frame = np.repeat(frame[..., None], 3, axis=-1)
-    return np.kron(frame, np.ones((2, 2, 1), np.uint8))  # 2x upscale.
-  return None
-
-
-def _bars(vector, height=96, bar=24):
-  """A bar chart of an observation vector (for envs without a renderer)."""
-  x = np.tanh(np.asarray(vector, np.float64))
-  frame = np.full((height, bar * len(x), 3), 255, np.uint8)
-  mid = height // 2
-  for i, v in enumerate(x):
-    top, bottom = sorted((mid, int(mid - v * (mid - 2))))
-    frame[top:bottom + 1, i * bar + 2:(i + 1) * bar - 2] = (40, 90, 200)
-  frame[mid, :] = 0
-  return frame
-
-
-class Viewer:
-  """Plays slot 0's first episode again on a one-slot env and draws it.
-
-  The envs are deterministic given their seed: slot 0 of a one-slot env made
-  with the same game, protocol and seed starts the same game (Atari: the
-  slot seed (seed, 0) draws the no-op start, the sticky actions and the
-  power-on RAM; gymnasium: the same reset seed), and given slot 0's actions it
-  plays the same episode. Only what it shows differs (Atari `screen`: RGB,
-  native size, no max-pool, one frame), and it does not auto-reset, so the
-  recording ends on the episode's last screen: `steps + 1` frames. Each
-  step's reward and end flags are checked against slot 0's; should they ever
-  differ, the recording stops there (`diverged_at`) rather than show another
-  game.
-  """
-
-  def __init__(self, env, view: str, frame_fn, render=None):
-    self.env = env
-    self.view = view
-    self._frame_fn = frame_fn  # observation -> RGB frame
-    self._render = render      # () -> RGB frame of the env's screen, if any
-    self.frames = []
-    self.diverged_at = None    # the step whose outcome differed from slot 0's
-
-  def _frame(self, obs):
-    if self._render is not None:
-      return np.asarray(self._render(), np.uint8)
-    return self._frame_fn(obs)
-
-  def start(self):
-    obs = self.env.reset().numpy()
-    if self._render is not None:
-      try:
-        self._render()
-      except Exception as e:  # pylint: disable=broad-except
-        # e.g. pygame missing for the classic-control envs: draw the
-        # observation instead.
-        logging.warning("the env cannot render (%s: %s); recording the agent's "
-                        "view instead.", type(e).__name__, str(e).split("\n")[0])
-        self._render, self.view = None, "agent"
-    self.frames.append(self._frame(obs[0]))
-
-  def step(self, action, reward, terminated, truncated) -> bool:
-    """Steps the copy with slot 0's action; False if it no longer matches."""
-    obs, r, term, trunc = (t.numpy() for t in self.env.step(np.asarray(action)[None]))
-    if (not np.isclose(r[0], reward, rtol=1e-6, atol=1e-6)
-        or bool(term[0]) != bool(terminated) or bool(trunc[0]) != bool(truncated)):
-      self.diverged_at = len(self.frames)
-      logging.warning("the recording's env diverged from slot 0 at step %d "
-                      "(reward %s vs %s); the recording stops there.",
-                      self.diverged_at, r[0], reward)
-      return False
-    self.frames.append(self._frame(obs[0]))
-    return True
-
-  def close(self):
-    self.env.close()
+  given = _given(fv)
+  if saved is None:
+    if "game" not in given and "env" not in given:
+      raise ValueError("the policy records no env protocol (an older export): give "
+                       "--game (Atari) or --env (gymnasium id) and its protocol flags.")
+    return flagconfig.build(EnvProtocol, fv=fv), [
+        "the policy records no env protocol (an older export): playing the flags' one"]
+  values, notes = saved.to_json(), []
+  if "env" in given:
+    values["game"] = None
+  elif "game" in given:
+    values["env"] = None
+  if values["episodic_life"] and "episodic_life" not in given:
+    values["episodic_life"] = False
+    notes.append("the policy trained with episodic life (a lost life ended an episode); "
+                 "evaluation plays whole games (--episodic_life to keep it)")
+  for name, (typed, value) in given.items():
+    if value != values.get(name):
+      shown = "(its default)" if values.get(name) is None else repr(values.get(name))
+      notes.append(f"{typed} overrides the policy's {shown}")
+    values[name] = value
+  return EnvProtocol(**values), notes
 
 
 def make_viewer(config: EvalConfig) -> Viewer:
-  """The `Viewer` of `config.record_view` for `config`'s env."""
-  view = config.record_view
-  if config.game and view == "screen":
-    # The raw last frame of each step, as gymnasium's render() shows it (the
-    # agent's max over two frames would show moving sprites twice).
-    env = make_env(config, 1, auto_reset=False, max_pool=False,
-                   grayscale=False, screen_size=None, stack=1)
-    return Viewer(env, view, lambda obs: obs)
-  if view == "agent":
-    return Viewer(make_env(config, 1, auto_reset=False), view, observation_frame)
-  env = make_env(config, 1, auto_reset=False, render_mode="rgb_array")
-  return Viewer(env, view, observation_frame, render=lambda: env.render(0))
+  """The `recording.Viewer` of `config.record_view` for `config`'s env."""
+  return recording.make_viewer(config.protocol, config.seed, config.record_view)
 
 
-def mp4_backend():
-  """'imageio_ffmpeg' (H.264) or 'cv2' (MPEG-4 part 2), whichever is installed."""
-  for name in ("imageio_ffmpeg", "cv2"):
-    try:
-      __import__(name)
-    except ImportError:
-      continue
-    return name
-  return None
-
-
-def check_record_path(path: str) -> None:
-  """Before the episodes are played: the format can be written, the folder exists."""
-  if path.lower().endswith(".mp4") and mp4_backend() is None:
-    raise ImportError(f"--record={path}: writing .mp4 needs a video encoder: "
-                      f"{VIDEO_EXTRA}; or record a .gif.")
-  folder = os.path.dirname(os.path.abspath(path))
+def _read_saved_protocol(path: str) -> Optional[EnvProtocol]:
+  from tfrl import export  # pylint: disable=import-outside-toplevel
   try:
-    os.makedirs(folder, exist_ok=True)
-  except OSError as e:
-    raise ValueError(f"--record={path}: cannot create its folder {folder} "
-                     f"({e.strerror}).") from None
-  if os.path.isdir(path):
-    raise ValueError(f"--record={path} is a folder; give a file name.")
-
-
-def _even(frame):
-  """Pads a frame to even height and width (H.264's 4:2:0 needs them)."""
-  h, w = frame.shape[:2]
-  return np.pad(frame, ((0, h % 2), (0, w % 2), (0, 0)), mode="edge")
-
-
-def save_video(frames, path, fps):
-  """Writes RGB uint8 frames as a GIF or MP4 (by `path`'s extension), whole
-  or not at all (a temporary file renamed over `path`)."""
-  frames = [np.asarray(f, np.uint8) for f in frames if f is not None]
-  if not frames:
-    raise ValueError("no frames to record")
-  root, ext = os.path.splitext(path)
-  if ext.lower() == ".gif":
-    from PIL import Image  # pylint: disable=import-outside-toplevel
-    images = [Image.fromarray(f) for f in frames]
-    with atomic_files.replacing(path) as f:
-      # Identical frames in a row become one, shown for their total duration.
-      images[0].save(f, format="GIF", save_all=True, append_images=images[1:],
-                     duration=max(1, int(1000 / fps)), loop=0)
-    return
-  frames = [_even(f) for f in frames]
-  height, width = frames[0].shape[:2]
-  tmp = f"{root}.tmp{ext}"  # the encoders pick the container by extension
-  try:
-    if mp4_backend() == "imageio_ffmpeg":
-      import imageio_ffmpeg  # pylint: disable=import-outside-toplevel
-      writer = imageio_ffmpeg.write_frames(
-          tmp, (width, height), fps=fps, codec="libx264", pix_fmt_out="yuv420p",
-          macro_block_size=2, ffmpeg_log_level="error")
-      writer.send(None)
-      for frame in frames:
-        writer.send(np.ascontiguousarray(frame).tobytes())
-      writer.close()
-    else:
-      import cv2  # pylint: disable=import-outside-toplevel
-      writer = cv2.VideoWriter(tmp, cv2.VideoWriter_fourcc(*"mp4v"), fps,
-                               (width, height))
-      if not writer.isOpened():
-        raise ImportError(f"OpenCV cannot write {path}: {VIDEO_EXTRA}.")
-      for frame in frames:
-        writer.write(np.ascontiguousarray(frame[..., ::-1]))  # RGB -> BGR
-      writer.release()
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.remove(tmp)
-    raise
-
-
-def evaluate(serve, env, episodes, *, greedy=True, seed=0, step_cap=0,
-             viewer: Optional[Viewer] = None):
-  """Plays `episodes` episodes; returns (scores, lengths, recorded frames).
-
-  Args:
-    serve: the policy's serving function, `serve(obs=batch) -> dict`.
-    env: a batched tfrl env (AtariEnv or GymEnv).
-    episodes: how many episodes.
-    greedy: use `action` (else sample from `probs` when present).
-    step_cap: end an episode after this many env steps (0: no cap here).
-    viewer: plays slot 0's first episode again and draws it (`Viewer`): its
-      frames are returned, `lengths[0] + 1` of them (fewer if it diverged).
-  """
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  n = env.num_envs
-  rng = np.random.RandomState(seed)
-  quota = np.array([len(range(i, episodes, n)) for i in range(n)])
-  returns = np.zeros(n)
-  steps = np.zeros(n, np.int64)
-  scores, lengths = [], []
-  obs = env.reset().numpy()
-  recording = viewer is not None
-  if recording:
-    viewer.start()
-  while quota.sum() > 0:
-    active = np.nonzero(quota > 0)[0].astype(np.int32)
-    out = serve(obs=tf.constant(obs[active]))
-    if not greedy and "probs" in out:
-      probs = out["probs"].numpy().astype(np.float64)
-      probs /= probs.sum(axis=1, keepdims=True)
-      actions = np.array([rng.choice(len(p), p=p) for p in probs], np.int32)
-    else:
-      actions = out["action"].numpy()
-    new_obs, reward, terminated, truncated = (
-        t.numpy() for t in env.step(actions, active))
-    if recording and active[0] == 0:
-      recording = viewer.step(actions[0], reward[0], terminated[0], truncated[0])
-    obs[active] = new_obs
-    returns[active] += reward
-    steps[active] += 1
-    done = terminated | truncated
-    if step_cap:
-      done |= steps[active] >= step_cap
-    for j in np.nonzero(done)[0]:
-      i = active[j]
-      scores.append(float(returns[i]))
-      lengths.append(int(steps[i]))
-      returns[i], steps[i] = 0.0, 0
-      quota[i] -= 1
-      if i == 0:
-        recording = False
-      if not (terminated[j] or truncated[j]):  # Our own cap: start anew.
-        obs[i] = env.reset(np.array([i], np.int32)).numpy()[0]
-  return scores, lengths, viewer.frames if viewer is not None else []
+    return export.read_env_protocol(path)
+  except ValueError as e:
+    _fail(f"--policy={path}: {e}")
 
 
 def config_from_flags(fv: flags.FlagValues = flags.FLAGS) -> EvalConfig:
@@ -390,52 +178,67 @@ def config_from_flags(fv: flags.FlagValues = flags.FLAGS) -> EvalConfig:
     _fail(e)
 
 
-def main(argv):
-  if len(argv) > 1:
-    _fail(f"unexpected arguments: {' '.join(argv[1:])}")
-  config = config_from_flags()
+def _report(config: EvalConfig, scores, lengths, num_envs: int, notes, seconds) -> dict:
+  return {
+      "policy": os.path.abspath(config.policy),
+      "env": config.protocol.name,
+      "episodes": len(scores),
+      "mean": float(np.mean(scores)), "std": float(np.std(scores)),
+      "min": float(np.min(scores)), "max": float(np.max(scores)),
+      "scores": scores, "lengths": lengths,
+      # The env protocol played (the game id's defaults written out), and how
+      # the actions were chosen.
+      "protocol": {**config.protocol.resolved().to_json(), "greedy": config.greedy,
+                   "seed": config.seed, "num_envs": num_envs},
+      "protocol_notes": notes,
+      "command": [os.path.basename(sys.executable), "-m", "tfrl.evaluate", *sys.argv[1:]],
+      "seconds": seconds,
+  }
+
+
+def _prepare(fv: flags.FlagValues):
+  """(config with its protocol, serving fn, notes): bad input ends here in one line."""
+  config = config_from_flags(fv)
   if config.record:
     try:  # before the episodes: a bad path must not cost the evaluation
       check_record_path(config.record)
     except (ValueError, ImportError) as e:
       _fail(e)
   _, serve, spec = load_policy(config.policy)
+  try:
+    protocol, notes = resolve_protocol(_read_saved_protocol(config.policy), fv)
+  except ValueError as e:
+    _fail(e)
+  return dataclasses.replace(config, protocol=protocol), serve, spec, notes
+
+
+def main(argv):
+  if len(argv) > 1:
+    _fail(f"unexpected arguments: {' '.join(argv[1:])}")
+  config, serve, spec, notes = _prepare(flags.FLAGS)
   num_envs = config.num_envs or min(config.episodes, 8)
-  env = make_env(config, num_envs)
+  try:
+    env = make_env(config.protocol, num_envs, config.seed)
+  except ValueError as e:
+    _fail(e)
   expected = tuple(spec.shape[1:])
   if tuple(env.observation_shape) != expected:
     _fail(f"the policy takes observations of shape {expected}, the env gives "
           f"{tuple(env.observation_shape)}.")
+  for note in notes:
+    print(f"protocol: {note}")
   viewer = make_viewer(config) if config.record else None
-  step_cap = 0 if config.game else config.max_episode_frames
   start = time.time()
-  scores, lengths, frames = evaluate(
-      serve, env, config.episodes, greedy=config.greedy, seed=config.seed,
-      step_cap=step_cap, viewer=viewer)
-  seconds = time.time() - start
-  name = config.game or config.env
-  report = {
-      "policy": os.path.abspath(config.policy),
-      "env": name,
-      "episodes": len(scores),
-      "mean": float(np.mean(scores)), "std": float(np.std(scores)),
-      "min": float(np.min(scores)), "max": float(np.max(scores)),
-      "scores": scores, "lengths": lengths,
-      "protocol": {
-          "greedy": config.greedy,
-          "noop_max": config.noop_max if config.game else None,
-          "repeat_action_probability": config.repeat_action_probability,
-          "frame_skip": config.frame_skip if config.game else None,
-          "max_episode_frames": config.max_episode_frames,
-          "seed": config.seed, "num_envs": num_envs},
-      "seconds": seconds,
-  }
+  scores, lengths, frames = evaluate(serve, env, config.episodes, greedy=config.greedy,
+                                     seed=config.seed, viewer=viewer)
+  report = _report(config, scores, lengths, num_envs, notes, time.time() - start)
   if viewer is not None:
     report["record"] = {
         "path": os.path.abspath(config.record), "view": viewer.view,
         "frames": len(frames), "fps": config.record_fps,
         "frame_shape": list(frames[0].shape), "diverged_at": viewer.diverged_at}
     viewer.close()
+  name = config.protocol.name
   output = config.output or os.path.join(
       os.path.dirname(os.path.abspath(config.policy)),
       "eval_" + name.replace("/", "_") + ".json")
@@ -445,7 +248,7 @@ def main(argv):
     save_video(frames, config.record, config.record_fps)
   print(f"{name}: {len(scores)} episodes  mean {report['mean']:.2f}  "
         f"std {report['std']:.2f}  min {report['min']:.2f}  "
-        f"max {report['max']:.2f}  ({seconds:.1f} s)")
+        f"max {report['max']:.2f}  ({report['seconds']:.1f} s)")
   print(f"report: {output}" + (f"  recording: {config.record} "
                                 f"({len(frames)} frames)" if config.record else ""))
   logging.info("Evaluation report written to %s", output)

@@ -18,19 +18,33 @@ it loads with `tf.saved_model.load(dir)` in a process that never imports tfrl:
 
 `DiscretePolicy` turns an actor-critic network (`net(obs) -> (logits, value)`)
 into such a policy.
+
+With `env_protocol`, the SavedModel also says how its env is made (the
+`tfrl.envs.EnvProtocol` it was trained on) in `assets.extra/tfrl_policy.json`,
+a JSON file any program can read (TensorFlow Serving ignores the folder):
+
+    {"format": "tfrl_policy", "version": 1,
+     "env_protocol": {"game": "pong", "env": null, "frame_skip": 4,
+                      "repeat_action_probability": 0.0, "noop_max": 30, ...}}
+
+`python -m tfrl.evaluate` plays a policy on that protocol unless told otherwise.
 """
 
+import json
 import os
 import shutil
-from typing import Mapping
+from typing import Any, Dict, Mapping, Optional
 
 import tensorflow as tf
 
+from tfrl import atomic_files
 from tfrl import stopping
 
 OUTPUT_KEYS = ("probs", "action", "value")
 SIGNATURE_KEY = "serving_default"
 INPUT_NAME = "obs"
+METADATA_FILE = os.path.join("assets.extra", "tfrl_policy.json")
+METADATA_FORMAT, METADATA_VERSION = "tfrl_policy", 1
 
 
 class DiscretePolicy(tf.Module):
@@ -78,7 +92,7 @@ class _Exported(tf.Module):
 
 
 def export_policy(policy_module, observation_spec: tf.TensorSpec,
-                  export_dir: str) -> str:
+                  export_dir: str, env_protocol=None) -> str:
   """Saves `policy_module` as a SavedModel policy under `export_dir`.
 
   Args:
@@ -89,6 +103,8 @@ def export_policy(policy_module, observation_spec: tf.TensorSpec,
       The signature input is always named `obs`.
     export_dir: target directory. It is replaced atomically (written next to
       it, then renamed), so a reader never sees half a policy.
+    env_protocol: the `tfrl.envs.EnvProtocol` the policy plays on, written to
+      `assets.extra/tfrl_policy.json` (None: no metadata).
 
   Returns:
     `export_dir`.
@@ -120,6 +136,8 @@ def export_policy(policy_module, observation_spec: tf.TensorSpec,
   try:
     tf.saved_model.save(exported, tmp_dir,
                         signatures={SIGNATURE_KEY: concrete})
+    if env_protocol is not None:
+      _write_metadata(tmp_dir, env_protocol)
   except BaseException:
     # E.g. a full disk: no half-written policy stays behind; export_dir, if
     # any, is the previous one, untouched.
@@ -132,3 +150,40 @@ def export_policy(policy_module, observation_spec: tf.TensorSpec,
   if os.path.exists(old_dir):
     shutil.rmtree(old_dir, ignore_errors=True)
   return export_dir
+
+
+def _write_metadata(export_dir: str, env_protocol) -> None:
+  path = os.path.join(export_dir, METADATA_FILE)
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  atomic_files.write_json(path, {"format": METADATA_FORMAT, "version": METADATA_VERSION,
+                                 "env_protocol": env_protocol.resolved().to_json()},
+                          indent=1)
+
+
+def read_metadata(export_dir: str) -> Optional[Dict[str, Any]]:
+  """The metadata of a policy exported with an env protocol; None for one
+  without (an older export). ValueError for a file that cannot be read."""
+  path = os.path.join(export_dir, METADATA_FILE)
+  if not os.path.exists(path):
+    return None
+  try:
+    with open(path) as f:
+      metadata = json.load(f)
+  except (OSError, ValueError) as e:
+    raise ValueError(f"cannot read the policy's metadata {path}: {e}") from None
+  if not isinstance(metadata, dict) or metadata.get("format") != METADATA_FORMAT:
+    raise ValueError(f"{path} is not tfrl policy metadata.")
+  return metadata
+
+
+def read_env_protocol(export_dir: str):
+  """The `EnvProtocol` a policy was exported with, or None (an older export)."""
+  from tfrl.envs import protocol  # pylint: disable=import-outside-toplevel
+  metadata = read_metadata(export_dir)
+  if metadata is None or metadata.get("env_protocol") is None:
+    return None
+  try:
+    return protocol.EnvProtocol.from_json(metadata["env_protocol"])
+  except (TypeError, ValueError) as e:
+    raise ValueError(f"the env protocol in {os.path.join(export_dir, METADATA_FILE)} "
+                     f"is not valid: {e}") from None

@@ -12,14 +12,18 @@ from tfrl.neuroevolution import cli as ne_cli
 from tfrl.neuroevolution import ga
 
 FLAGS = flags.FLAGS
-ne_cli.define_common_flags()
-flagconfig.define(ga.GAConfig)
+ne_cli.define_flags(ga.GAConfig)
+
+
+def config_from_flags(fv: flags.FlagValues = FLAGS) -> ne_cli.NeuroevolutionConfig:
+  return ne_cli.config_from_flags(flagconfig.build(ga.GAConfig, fv=fv), fv)
 
 
 def main(argv):
   ne_cli.check_argv(argv)
-  config = ne_cli.ga_config()
-  ne_cli.main_for(lambda s: ga.GeneticAlgorithm(config, s.layout, s.table, s.evaluator))
+  config = config_from_flags()
+  ne_cli.main_for(
+      lambda s: ga.GeneticAlgorithm(config.algorithm, s.layout, s.table, s.evaluator), config)
 
 
 if __name__ == "__main__":

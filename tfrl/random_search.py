@@ -14,14 +14,20 @@ from tfrl.neuroevolution import cli as ne_cli
 from tfrl.neuroevolution import ga
 
 FLAGS = flags.FLAGS
-ne_cli.define_common_flags()
-flagconfig.define(ga.GAConfig, exclude=ga.SELECTION_FIELDS)  # no selection
+ne_cli.define_flags(ga.GAConfig, exclude=ga.SELECTION_FIELDS)  # no selection
+
+
+def config_from_flags(fv: flags.FlagValues = FLAGS) -> ne_cli.NeuroevolutionConfig:
+  algorithm = flagconfig.build(ga.GAConfig, fv=fv, exclude=ga.SELECTION_FIELDS,
+                               random_search=True)
+  return ne_cli.config_from_flags(algorithm, fv)
 
 
 def main(argv):
   ne_cli.check_argv(argv)
-  config = ne_cli.ga_config(random_search=True)
-  ne_cli.main_for(lambda s: ga.GeneticAlgorithm(config, s.layout, s.table, s.evaluator))
+  config = config_from_flags()
+  ne_cli.main_for(
+      lambda s: ga.GeneticAlgorithm(config.algorithm, s.layout, s.table, s.evaluator), config)
 
 
 if __name__ == "__main__":

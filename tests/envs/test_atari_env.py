@@ -236,6 +236,40 @@ class PreprocessingTest(tf.test.TestCase, parameterized.TestCase):
     # 200 frames at 4 frames per step: the 50th step of each episode.
     self.assertEqual(truncated_at, [49, 99])
 
+  def test_step_cap_counts_steps_not_the_no_op_start(self):
+    # Slot 0 steps every call, slot 1 every other: their caps come at their own
+    # 30th step, whatever their (random) no-op starts; until then each plays
+    # the game an uncapped env of the same seed plays.
+    capped = AtariEnv("Pong", 2, noop_max=30, seed=4, max_episode_steps=30)
+    free = AtariEnv("Pong", 2, noop_max=30, seed=4)
+    step = tf.function(lambda a, i: capped.step(a, i))  # in a graph too
+    self.assertAllEqual(capped.reset(), free.reset())
+    ends = {0: [], 1: []}
+    for t in range(70):
+      for slot in (0, 1) if t % 2 == 0 else (0,):
+        obs, _, terminated, truncated = (x.numpy() for x in step([0], [slot]))
+        free_obs = free.step([0], [slot])[0].numpy()
+        self.assertFalse(terminated[0])
+        if truncated[0]:
+          ends[slot].append(t)
+          # Auto-reset: a new game's first frame, repeated over the stack.
+          self.assertAllEqual(obs[0], obs[0][..., :1].repeat(4, -1))
+        elif not ends[slot]:
+          self.assertAllEqual(obs[0], free_obs[0])
+    self.assertEqual(ends, {0: [29, 59], 1: [58]})
+
+  def test_step_cap_without_auto_reset_and_reset_counts_anew(self):
+    env = AtariEnv("Pong", 1, noop_max=0, fire_reset=False, max_episode_steps=3,
+                   auto_reset=False)
+    env.reset()
+    outcomes = [tuple(bool(x[0]) for x in env.step_detailed([0])[3:]) for _ in range(3)]
+    self.assertEqual(outcomes, [(False, False), (False, False), (True, True)])
+    env.reset()  # a new episode: three steps again
+    env.step([0])
+    env.reset()
+    outcomes = [bool(env.step_detailed([0])[3][0]) for _ in range(3)]
+    self.assertEqual(outcomes, [False, False, True])
+
   def test_episodic_life_marks_lost_lives(self):
     env = AtariEnv("Breakout", 1, episodic_life=True, noop_max=0, seed=1)
     env.reset()

@@ -2,6 +2,7 @@
 
 import tensorflow as tf
 
+from tfrl.envs import EnvProtocol
 from tfrl.ga3c import GA3C, GA3CConfig
 
 MAX_FRAMES = 250_000
@@ -9,7 +10,7 @@ MAX_FRAMES = 250_000
 
 def _train(seed, logdir):
   config = GA3CConfig(
-      game=None, env="CartPole-v1", seed=seed, agents=8, max_agents=8,
+      protocol=EnvProtocol(env="CartPole-v1"), seed=seed, agents=8, max_agents=8,
       predictors=1, trainers=1, t_max=5, learning_rate=3e-3,
       loss_reduction="mean", rmsprop_epsilon=1e-5, entropy_beta=0.01,
       hidden_sizes=(64, 64), score_window=20, target_score=195.0,

@@ -8,6 +8,7 @@ import time
 
 import tensorflow as tf
 
+from tfrl.envs import EnvProtocol
 from tfrl.ga3c import GA3C, GA3CConfig
 
 
@@ -17,8 +18,8 @@ class ProfileTest(tf.test.TestCase):
   def test_trace_names_the_ale_step_op_and_queue_ops(self):
     logdir = self.get_temp_dir()
     config = GA3CConfig(
-        game="PongNoFrameskip-v4", agents=2, max_agents=2, envs_per_agent=2,
-        prediction_batch_size=4, t_max=5, logdir=logdir, checkpoint_every=0,
+        protocol=EnvProtocol(game="PongNoFrameskip-v4"), agents=2, max_agents=2,
+        envs_per_agent=2, prediction_batch_size=4, t_max=5, logdir=logdir, checkpoint_every=0,
         stats_every=100, profile_steps=(1, 4), max_seconds=120)
     system = GA3C(config)
     runner = threading.Thread(target=system.run, daemon=True)

@@ -5,7 +5,7 @@ import time
 
 import tensorflow as tf
 
-from tfrl.envs import GymEnv
+from tfrl.envs import EnvProtocol, GymEnv
 from tfrl.ga3c import GA3C, GA3CConfig
 from tfrl.ga3c.predictor import Predictor
 from tfrl.ga3c.queues import QUEUE_CLOSED_ERRORS, Queues
@@ -106,7 +106,7 @@ class SystemShutdownTest(tf.test.TestCase):
 
   def test_stop_while_running_joins_every_thread(self):
     config = GA3CConfig(
-        game=None, env="CartPole-v1", agents=3, max_agents=4, predictors=2,
+        protocol=EnvProtocol(env="CartPole-v1"), agents=3, max_agents=4, predictors=2,
         trainers=2, logdir=self.get_temp_dir(), checkpoint_every=0,
         stats_every=0.5, training_min_batch_size=20, loss_reduction="mean",
         learning_rate=1e-3, rmsprop_epsilon=1e-5)
@@ -127,7 +127,7 @@ class SystemShutdownTest(tf.test.TestCase):
 
   def test_dynamic_adjustment_changes_worker_counts(self):
     config = GA3CConfig(
-        game=None, env="CartPole-v1", agents=2, max_agents=4, predictors=1,
+        protocol=EnvProtocol(env="CartPole-v1"), agents=2, max_agents=4, predictors=1,
         trainers=1, max_predictors=2, max_trainers=2, dynamic_adjustment=True,
         adjustment_period=0.3, logdir=self.get_temp_dir(),
         checkpoint_every=0, stats_every=100)

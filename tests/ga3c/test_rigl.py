@@ -5,6 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfrl import layers as tl
+from tfrl.envs import EnvProtocol
 from tfrl.ga3c import system
 from tfrl.ga3c.config import GA3CConfig
 from tfrl.ga3c.learner import Learner
@@ -24,7 +25,7 @@ def _trainer(rigl_layers, after_update=None):
   tf.random.set_seed(0)
   plan = tl.LayerPlan(default=tl.LayerSpec(kind="dense"),
                       overrides=tuple((name, _RIGL) for name in rigl_layers))
-  cfg = GA3CConfig(game=None, env="CartPole-v1", t_max=_T, hidden_sizes=(8, 8),
+  cfg = GA3CConfig(protocol=EnvProtocol(env="CartPole-v1"), t_max=_T, hidden_sizes=(8, 8),
                    layer_plan=plan, grad_clip_norm=0.5, learning_rate=0.01)
   network = system.make_network(cfg, _ACTIONS, (_OBS,))
   network(tf.zeros([1, _OBS]))

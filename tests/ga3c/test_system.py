@@ -13,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfrl import resume
+from tfrl.envs import EnvProtocol
 from tfrl.ga3c import GA3C, GA3CConfig
 from tfrl.layers import LayerPlan, LayerSpec, layers_of
 
@@ -31,7 +32,7 @@ print(json.dumps({k: np.asarray(v).tolist() for k, v in out.items()}))
 
 
 def _cartpole_config(logdir, **kwargs):
-  defaults = dict(game=None, env="CartPole-v1", agents=2, max_agents=2,
+  defaults = dict(protocol=EnvProtocol(env="CartPole-v1"), agents=2, max_agents=2,
                   logdir=logdir, checkpoint_every=0, stats_every=100,
                   loss_reduction="mean", learning_rate=1e-3,
                   rmsprop_epsilon=1e-5)
@@ -191,9 +192,14 @@ class CheckpointSafetyTest(tf.test.TestCase):
     self.assertStartsWith(message, f"cannot resume {ckpt_dir} (checkpoint != this run): ")
     self.assertIn("hidden sizes [64, 64] != [16, 16]", message)
     self.assertRegex(message, r"parameters \d+ != \d+$")
-    message = self._refused(logdir, resume=True, env="Acrobot-v1")
+    message = self._refused(logdir, resume=True, protocol=EnvProtocol(env="Acrobot-v1"))
     self.assertIn("env CartPole-v1 != Acrobot-v1; observation spec [None, 4] float32 != "
                   "[None, 6] float32; actions 2 != 3", message)
+    # Another env protocol: the field that differs is named.
+    message = self._refused(logdir, resume=True,
+                            protocol=EnvProtocol(env="CartPole-v1", max_episode_frames=100))
+    self.assertEqual(message, f"cannot resume {ckpt_dir} (checkpoint != this run): "
+                     "max episode frames (none) != 100")
     plan = LayerPlan(default=LayerSpec(kind="circulant", block_size=4))
     message = self._refused(logdir, resume=True, layer_plan=plan)
     self.assertRegex(message, r"layers policy:Dense, .*torso/dense_0:Dense.* != "

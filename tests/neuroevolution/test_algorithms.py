@@ -7,7 +7,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from tfrl.envs import GymEnv
+from tfrl.envs import EnvProtocol, GymEnv
 from tfrl.neuroevolution import checkpoint
 from tfrl.neuroevolution import es
 from tfrl.neuroevolution import evaluation
@@ -575,11 +575,10 @@ _RUN_METRICS = ("generation", "best", "mean", "elite", "frames", "generation_fra
 def _spec(capacity, num_envs, slot_groups, cache_size=64, hidden=(8,)):
   """CartPole through `worker.build_local`, as the entry points build it."""
   return worker.WorkerSpec(
-      env=worker.EnvSpec(gym_id="CartPole-v1", seed=0),
+      env=EnvProtocol(env="CartPole-v1", max_episode_frames=200),
       network=pn.NetworkConfig(arch="mlp", hidden=hidden), observation_shape=(4,),
       num_actions=2, noise_seed=0, noise_size=100_000, capacity=capacity,
-      num_envs=num_envs, slot_groups=slot_groups, episode_frame_cap=200,
-      cache_size=cache_size)
+      num_envs=num_envs, slot_groups=slot_groups, cache_size=cache_size)
 
 
 class PlacementIndependenceTest(tf.test.TestCase):

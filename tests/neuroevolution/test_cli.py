@@ -90,7 +90,7 @@ class CliTest(tf.test.TestCase):
       logdir = os.path.join(self.get_temp_dir(), "ga_atari_" + name)
       out = _run(["-m", "tfrl.ga", "--game=pong", "--arch=small", *extra, "--population=4",
                   "--generations=1", "--num_envs=4", "--slot_groups=1",
-                  "--episode_frame_cap=100", "--truncation=2", "--elite_candidates=2",
+                  "--max_episode_frames=100", "--truncation=2", "--elite_candidates=2",
                   "--elite_episodes=1", "--noise_table_size=1000000", f"--logdir={logdir}"])
       self.assertIn("[ga] gen    1", out)
       self.assertIn(f"| {inference} inference", out)
@@ -210,6 +210,13 @@ class RandomSearchTest(tf.test.TestCase):
     self.assertIn("already holds a checkpoint (checkpoint.json) of an earlier run; pass "
                   "--resume", _error_line(self, out, "tfrl.ga"))
     self.assertEqual(checkpoint.load(logdir)[0]["generation"], 1)
+    # Nor a resume with another env protocol: the field is named.
+    out = _run_status(["-m", "tfrl.ga", *_COMMON, "--population=8", "--generations=2",
+                       "--truncation=2", "--elite_candidates=2", "--elite_episodes=1",
+                       "--max_episode_frames=100", "--resume", f"--logdir={logdir}"])
+    self.assertEqual(_error_line(self, out, "tfrl.ga"),
+                     f"tfrl.ga: error: cannot resume {logdir} (checkpoint != this run): "
+                     "max episode frames (none) != 100")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ same per-generation scores and the same final state whatever the placement,
 also when a worker dies half-way.
 """
 
+import dataclasses
 import os
 import shutil
 import signal
@@ -19,11 +20,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tfrl.envs import EnvProtocol
 from tfrl.neuroevolution import ray_evaluator  # pylint: disable=g-import-not-at-top
 
 # Every node of the test cluster on the loopback address (see ray_evaluator).
 os.environ[ray_evaluator.LOOPBACK_ENV] = "0"
-ray = pytest.importorskip("ray", reason="the Ray extra: pip install -e '.[ray]'")
+# The Ray extra (pip install -e '.[test,ray]'); without it this module fails.
+import ray  # pylint: disable=g-import-not-at-top
 from ray import cluster_utils  # pylint: disable=g-import-not-at-top
 
 from tfrl.neuroevolution import es  # pylint: disable=g-import-not-at-top
@@ -42,18 +45,19 @@ _NOISE = 1 << 21
 _POP = 6
 # Frostbite with sticky actions: short capped episodes whose scores differ
 # between networks and between seeds.
-_ATARI = worker.EnvSpec(game="frostbite", sticky_actions=True, seed=3)
+_ATARI = EnvProtocol(game="frostbite", repeat_action_probability=0.25)
 
 
-def _spec(env=_ATARI, arch="small", hidden=(8,), num_envs=4, groups=2, cap=800):
-  probe = env.make(1)
+def _spec(env=_ATARI, arch="small", hidden=(8,), num_envs=4, groups=2, cap=800, seed=3):
+  probe = worker.make_worker_env(env, 1, seed)
   shape, actions = tuple(probe.observation_shape), int(probe.num_actions)
   probe.close()
   return worker.WorkerSpec(
-      env=env, network=pn.NetworkConfig(arch=arch, hidden=hidden),
+      env=dataclasses.replace(env, max_episode_frames=cap),
+      network=pn.NetworkConfig(arch=arch, hidden=hidden),
       observation_shape=shape, num_actions=actions, noise_seed=0, noise_size=_NOISE,
-      capacity=_POP, num_envs=num_envs, slot_groups=groups, episode_frame_cap=cap,
-      incremental=arch != "mlp", cache_size=8)
+      capacity=_POP, num_envs=num_envs, slot_groups=groups,
+      incremental=arch != "mlp", cache_size=8, env_seed=seed)
 
 
 _TABLE = {}
@@ -228,10 +232,10 @@ class TestResume:
 class TestTraffic:
 
   def test_bytes_grow_with_the_seed_chains_not_the_weights(self):
-    cartpole = worker.EnvSpec(gym_id="CartPole-v1")
+    cartpole = EnvProtocol(env="CartPole-v1")
     sent = {}
     for hidden in ((4,), (256, 256)):
-      spec = _spec(env=cartpole, arch="mlp", hidden=hidden, cap=None)
+      spec = _spec(env=cartpole, arch="mlp", hidden=hidden, cap=None, seed=0)
       evaluator = _ray_evaluator(spec, 2)
       try:
         algorithm = _algorithm("ga", spec, evaluator)

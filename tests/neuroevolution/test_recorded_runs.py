@@ -31,18 +31,19 @@ RUNS = {
     "ga_frostbite_small": ("tfrl.ga", [
         "--flagfile=flags/ga_frostbite_small.flags", "--population=16", "--truncation=4",
         "--elite_candidates=3", "--elite_episodes=2", "--num_envs=16",
-        "--episode_frame_cap=2000", "--generations=3"]),
+        "--max_episode_frames=2000", "--generations=3"]),
     "ga_frostbite_sticky": ("tfrl.ga", [
         "--game=frostbite", "--arch=small", "--population=8", "--truncation=3",
         "--elite_candidates=2", "--elite_episodes=2", "--num_envs=8",
-        "--episode_frame_cap=1500", "--sticky_actions=1", "--generations=2"]),
+        "--max_episode_frames=1500", "--repeat_action_probability=0.25",
+        "--generations=2"]),
     "es_pong_small": ("tfrl.es", [
         "--flagfile=flags/es_pong.flags", "--arch=small", "--population=8",
-        "--center_episodes=1", "--num_envs=8", "--episode_frame_cap=1000",
+        "--center_episodes=1", "--num_envs=8", "--max_episode_frames=1000",
         "--generations=2"]),
     "random_search_frostbite": ("tfrl.random_search", [
         "--game=frostbite", "--arch=small", "--population=8", "--elite_candidates=2",
-        "--elite_episodes=2", "--num_envs=8", "--episode_frame_cap=1000",
+        "--elite_episodes=2", "--num_envs=8", "--max_episode_frames=1000",
         "--generations=2"]),
     "ga_cartpole": ("tfrl.ga", ["--flagfile=flags/ga_cartpole.flags", "--generations=3"]),
 }

@@ -82,8 +82,8 @@ class VBNForwardTest(tf.test.TestCase, parameterized.TestCase):
       ("mlp_op", "mlp", True), ("mlp_reference", "mlp", False),
       ("conv_op", "conv", True), ("conv_reference", "conv", False))
   def test_forward_matches_plain_reference(self, arch, use_op):
-    if use_op and not pop_ops.have_op():
-      self.skipTest("population op library not built")
+    if use_op:
+      self.assertTrue(pop_ops.have_op(), "the population op library is not built: pip install -e .")
     config, shape, dtype = _ARCHS[arch]
     layout = pn.ParamLayout(pn.NetworkConfig(arch=config.arch, hidden=config.hidden,
                                              use_op=use_op), shape, 3)
@@ -201,7 +201,7 @@ class VBNForwardTest(tf.test.TestCase, parameterized.TestCase):
 
 def _es(logdir_seed=0, vbn_config=vbn.VBNConfig(reference_size=16, keep_probability=0.2),
         weight_dtype="float32"):
-  # Without auto-reset, as the entry points' envs (worker.EnvSpec.make).
+  # Without auto-reset, as the entry points' envs (worker.make_worker_env).
   env = GymEnv("CartPole-v1", 8, seed=logdir_seed, auto_reset=False)
   layout = pn.ParamLayout(pn.NetworkConfig(arch="mlp", hidden=(8,), weight_dtype=weight_dtype),
                           env.observation_shape, env.num_actions)
@@ -293,7 +293,7 @@ class VBNFlagTest(tf.test.TestCase):
     return subprocess.run([sys.executable, "-m", "tfrl.es", "--env=CartPole-v1",
                            "--num_envs=8", "--hidden=8", "--noise_table_size=100000",
                            "--population=8", "--generations=1", "--center_episodes=1",
-                           "--episode_frame_cap=100", *args],
+                           "--max_episode_frames=100", *args],
                           env=env, cwd=_ROOT, capture_output=True, text=True, timeout=180)
 
   def test_entry_point_with_virtual_batch_norm(self):

@@ -589,10 +589,11 @@ class BFloat16InputConvTest(tf.test.TestCase, parameterized.TestCase):
       _bf16_input_outputs(check_portable=True)
       after = population.kernel_info()["calls"]
       self.assertEqual(after["amx"], before["amx"])
-      print("\n[population kernels] SKIPPED AMX against portable: the AMX path does not "
-            "run here (no AMX-BF16, or turned off)")
-      self.skipTest("the AMX path does not run on this machine (no AMX-BF16, or turned off); "
-                    "only the portable path was checked")
+      why = ("TFRL_POPULATION_NO_AMX is set" if os.environ.get("TFRL_POPULATION_NO_AMX")
+             else "this CPU has no AMX-BF16 (lscpu: amx_bf16)")
+      print(f"\n[population kernels] SKIPPED AMX against portable: {why}")
+      self.skipTest(f"the AMX path does not run here: {why}; only the portable path was "
+                    "checked")
     out = os.path.join(self.get_temp_dir(), "portable.npz")
     code = ("import numpy as np, sys; sys.path.insert(0, %r); "
             "from tests.ops import test_population as t; "

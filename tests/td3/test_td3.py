@@ -13,6 +13,7 @@ import tensorflow as tf
 from tfrl import layers as tl
 from tfrl import resume
 from tfrl import tf_checkpoints
+from tfrl.envs import EnvProtocol
 from tfrl.td3 import TD3Config
 from tfrl.td3 import TD3Learner
 from tfrl.td3 import train
@@ -20,7 +21,7 @@ from tfrl.td3 import train
 # The return TD3 must reach on Pendulum-v1 in the CI test (random: ~ -1200).
 PENDULUM_TARGET = -400.0
 
-_SMALL = dict(env="Pendulum-v1", hidden_sizes=(64, 64), batch_size=128, actor_lr=1e-3,
+_SMALL = dict(protocol=EnvProtocol(env="Pendulum-v1"), hidden_sizes=(64, 64), batch_size=128, actor_lr=1e-3,
               critic_lr=1e-3, eval_every=0, eval_episodes=3, log_every=1000)
 
 
@@ -93,10 +94,10 @@ class TD3Test(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "tau"):
       TD3Config(tau=0.0)
     with self.assertRaisesRegex(ValueError, "Box"):
-      train(TD3Config(env="CartPole-v1", total_steps=1), logdir=self.get_temp_dir() + "/cp")
+      train(TD3Config(protocol=EnvProtocol(env="CartPole-v1"), total_steps=1), logdir=self.get_temp_dir() + "/cp")
 
 
-_TINY = dict(env="Pendulum-v1", total_steps=60, start_steps=20, update_every=20,
+_TINY = dict(protocol=EnvProtocol(env="Pendulum-v1"), total_steps=60, start_steps=20, update_every=20,
              checkpoint_every=60, hidden_sizes=(8, 8), batch_size=4, eval_every=0,
              eval_episodes=1, log_every=60)
 
@@ -178,9 +179,13 @@ class CheckpointSafetyTest(tf.test.TestCase):
     self.assertStartsWith(message, f"cannot resume {ckpt_dir} (checkpoint != this run): "
                                    "hidden sizes [8, 8] != [16, 16]; ")
     self.assertRegex(message, r"parameters \d+ != \d+$")
-    message = self._refused(logdir, env="MountainCarContinuous-v0")
+    message = self._refused(logdir, protocol=EnvProtocol(env="MountainCarContinuous-v0"))
     self.assertIn("env Pendulum-v1 != MountainCarContinuous-v0; observation spec "
                   "[None, 3] float32 != [None, 2] float32", message)
+    message = self._refused(logdir, protocol=EnvProtocol(env="Pendulum-v1",
+                                                         max_episode_frames=50))
+    self.assertEqual(message, f"cannot resume {ckpt_dir} (checkpoint != this run): "
+                     "max episode frames (none) != 50")
     plan = tl.LayerSpec(kind="circulant", block_size=4)
     before = self._snapshot(logdir)
     with self.assertRaisesRegex(ValueError, r"layers actor/dense_0:Dense.* != "

@@ -1,8 +1,16 @@
-"""Batched environments with one interface: reset(indices) / step(actions, indices)."""
+"""Batched environments with one interface: reset(indices) / step(actions, indices).
 
+`EnvProtocol` says how an env is made and `make_env` makes it (see
+`tfrl/envs/protocol.py`); `play_episodes` plays a policy on one
+(`tfrl/envs/episodes.py`).
+"""
+
+from tfrl.envs.episodes import play_episodes
 from tfrl.envs.gym_env import GymEnv
+from tfrl.envs.protocol import EnvProtocol, make_env
 
-__all__ = ["GymEnv", "AtariEnv", "AtariVectorEnv"]
+__all__ = ["GymEnv", "AtariEnv", "AtariVectorEnv", "EnvProtocol", "make_env",
+           "play_episodes"]
 
 
 def __getattr__(name):

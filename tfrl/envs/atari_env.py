@@ -55,7 +55,12 @@ class AtariEnv:
       id's default (False).
     episodic_life: a lost life reports `terminated` (the game continues).
     max_episode_frames: emulator frames after which episodes are truncated
-      (108000 = 30 minutes); 0 disables.
+      (108000 = 30 minutes), as ALE counts them: from the reset, its no-op and
+      FIRE frames included; 0 disables.
+    max_episode_steps: also truncate an episode after this many steps (its
+      no-op start not counted), as gymnasium's TimeLimit does; None: no such
+      cap. The emulators do not see it: the env counts each slot's steps in a
+      variable and resets a capped slot itself (with auto_reset).
     seed: slot i's emulator is seeded from (seed, i).
     rom_directory: where the ROMs are; ale-py's by default.
     auto_reset: start a new game in a slot as soon as its game ends. Without
@@ -70,6 +75,7 @@ class AtariEnv:
                repeat_action_probability: Optional[float] = None,
                full_action_space: Optional[bool] = None,
                episodic_life: bool = False, max_episode_frames: int = 108000,
+               max_episode_steps: Optional[int] = None,
                seed: int = 0, rom_directory: Optional[str] = None,
                auto_reset: bool = True):
     protocol = game_ids.parse_game(game)
@@ -82,6 +88,8 @@ class AtariEnv:
     _check_int("stack", stack, 1)
     _check_int("noop_max", noop_max, 0)
     _check_int("max_episode_frames", max_episode_frames, 0)
+    if max_episode_steps is not None:
+      _check_int("max_episode_steps", max_episode_steps, 1)
     if not 0.0 <= repeat_action_probability <= 1.0:
       raise ValueError("repeat_action_probability must be in [0, 1], got "
                        f"{repeat_action_probability}.")
@@ -118,6 +126,10 @@ class AtariEnv:
     self.action_dtype = tf.int32
     self.action_shape = ()
     self._all = tf.range(num_envs, dtype=tf.int32)
+    self.max_episode_steps = max_episode_steps
+    # Steps of each slot's episode so far, for max_episode_steps.
+    self._steps = (tf.Variable(tf.zeros([num_envs], tf.int32), trainable=False,
+                               name="episode_steps") if max_episode_steps else None)
 
   @property
   def handle(self) -> tf.Tensor:
@@ -149,6 +161,9 @@ class AtariEnv:
     seeds = (tf.zeros([0], tf.int64) if seeds is None
              else tf.convert_to_tensor(seeds, tf.int64))
     ale_ops.reset(self._handle, indices, seeds, only_played=only_played)
+    if self._steps is not None:
+      # Slots kept by `only_played` have not stepped since their reset: at 0 already.
+      self._steps.scatter_update(tf.IndexedSlices(tf.zeros_like(indices), indices))
     return self.observe(indices)
 
   def step_detailed(self, actions, indices=None) -> AtariStep:
@@ -157,14 +172,29 @@ class AtariEnv:
     actions = tf.convert_to_tensor(actions, tf.int32)
     reward, terminated, truncated, game_over = ale_ops.step(
         self._handle, indices, actions, auto_reset=self.auto_reset)
+    if self._steps is not None:
+      truncated, game_over = self._cap_steps(indices, truncated, game_over)
     return AtariStep(self.observe(indices), reward, terminated, truncated,
                      game_over)
+
+  def _cap_steps(self, indices, truncated, game_over):
+    """Truncates the episodes of `indices` that reached max_episode_steps."""
+    steps = tf.gather(self._steps, indices) + 1
+    capped = (steps >= self.max_episode_steps) & ~game_over
+    ended = game_over | capped
+    self._steps.scatter_update(tf.IndexedSlices(tf.where(ended, 0, steps), indices))
+    if self.auto_reset:  # a new game, as the emulator starts one after a game over
+      ale_ops.reset(self._handle, tf.boolean_mask(indices, capped),
+                    tf.zeros([0], tf.int64), only_played=False)
+    return truncated | capped, ended
 
   def step(self, actions, indices=None):
     """Steps slots `indices` (all by default) with `actions`.
 
     Returns (obs, reward, terminated, truncated). A slot whose game ended is
-    reset at once, so its `obs` is the first of the next game.
+    reset at once, so its `obs` is the first of the next game (without
+    auto_reset, a slot truncated by max_episode_steps must be reset before
+    it steps again, as any finished slot).
     """
     return tuple(self.step_detailed(actions, indices)[:4])
 

@@ -6,10 +6,30 @@ written against `AtariEnv` run unchanged, eagerly or inside `tf.function`.
 """
 
 import threading
+from typing import Optional
 
 import gymnasium as gym
 import numpy as np
 import tensorflow as tf
+
+
+def make_gymnasium(env_id: str, max_episode_steps: Optional[int] = None, **make_kwargs):
+  """One gymnasium env, truncated after `max_episode_steps` steps on top of its id's
+  own limit (None: its own only).
+
+  Raises ValueError for an unknown or unusable id, ImportError (what to
+  install) for one whose optional dependency is missing.
+  """
+  try:
+    env = gym.make(env_id, **make_kwargs)
+  except gym.error.DependencyNotInstalled as e:
+    raise ImportError(f"{env_id} needs an optional dependency ({e}); for MuJoCo tasks "
+                      "install `mujoco` (pip install 'tfrl[mujoco]').") from e
+  except gym.error.Error as e:
+    raise ValueError(f"Unknown or unusable gymnasium env '{env_id}': {e}") from e
+  if max_episode_steps is not None:
+    env = gym.wrappers.TimeLimit(env, max_episode_steps)
+  return env
 
 
 class GymEnv:
@@ -26,17 +46,17 @@ class GymEnv:
 
   With `auto_reset=False` a finished slot keeps its final observation until
   it is reset (the neuroevolution evaluator resets each new episode itself,
-  with that episode's seed).
+  with that episode's seed). `max_episode_steps` truncates episodes after
+  that many steps, on top of the env id's own limit (`make_gymnasium`).
   """
 
   def __init__(self, env_id: str, num_envs: int, *, seed: int = 0,
-               auto_reset: bool = True, **make_kwargs):
+               auto_reset: bool = True, max_episode_steps: Optional[int] = None,
+               **make_kwargs):
     if not isinstance(num_envs, int) or num_envs < 1:
       raise ValueError(f"num_envs must be a positive int, got {num_envs!r}.")
-    try:
-      self._envs = [gym.make(env_id, **make_kwargs) for _ in range(num_envs)]
-    except gym.error.Error as e:
-      raise ValueError(f"Unknown or unusable gymnasium env '{env_id}': {e}") from e
+    self._envs = [make_gymnasium(env_id, max_episode_steps, **make_kwargs)
+                  for _ in range(num_envs)]
     self.env_id = env_id
     self.num_envs = num_envs
     self.auto_reset = auto_reset

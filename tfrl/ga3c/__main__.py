@@ -24,7 +24,7 @@ def config_from_flags(fv: flags.FlagValues = flags.FLAGS) -> GA3CConfig:
   """The GA3CConfig of the flags (the layer flags give its layer plan)."""
   try:
     return flagconfig.build(
-        GA3CConfig, fv=fv, game=None if fv.env else fv.game,
+        GA3CConfig, fv=fv,
         layer_plan=layer_flags.layer_plan_from_flags(fv),
         reward_aware=layer_flags.reward_aware_config_from_flags(fv))
   except ValueError as e:

@@ -1,14 +1,15 @@
 """Typed configuration of a GA3C run; `__main__` generates its flags from it.
 
 Each field made with `flagconfig.field` is a flag of the same name, with the
-field's default and help (`tfrl/flagconfig.py`); the other fields (frame
-skip, the layer plan) are set by code.
+field's default and help (`tfrl/flagconfig.py`), and so is each field of the
+env protocol; the other fields (the layer plan) are set by code.
 """
 
 import dataclasses
 from typing import Any, Optional, Tuple
 
 from tfrl import flagconfig
+from tfrl.envs.protocol import EnvProtocol
 
 
 @dataclasses.dataclass
@@ -20,22 +21,15 @@ class GA3CConfig:
   entropy beta 0.01, log epsilon 1e-6, rewards clipped to [-1, 1], losses
   summed over the batch.
   """
-  # Environment.
-  game: Optional[str] = flagconfig.field(
-      "PongNoFrameskip-v4",
-      "Atari game for the ALE op env (e.g. Pong or PongNoFrameskip-v4).")
-  env: Optional[str] = flagconfig.field(
-      None, "A gymnasium env id (e.g. CartPole-v1) instead of --game; uses GymEnv.")
+  # Environment: the env protocol's flags (--game, --env, --frame_skip,
+  # --repeat_action_probability, ...; tfrl/envs/protocol.py) and the seed.
+  protocol: EnvProtocol = flagconfig.nested(
+      EnvProtocol, defaults={"game": "PongNoFrameskip-v4", "repeat_action_probability": 0.0})
   seed: int = flagconfig.field(
       0, "Random seed (envs, sampling).")
   envs_per_agent: int = flagconfig.field(
       1, "Env slots each agent steps together (1 = the paper's one env per "
       "agent).")
-  frame_skip: int = 4
-  episodic_life: bool = flagconfig.field(
-      False, "Atari: a lost life ends a training episode.")
-  repeat_action_probability: float = flagconfig.field(
-      0.0, "Atari sticky-action probability.")
 
   # Machinery.
   agents: int = flagconfig.field(
@@ -125,8 +119,6 @@ class GA3CConfig:
       None, "Stop once the rolling score over --score_window episodes reaches this.")
 
   def __post_init__(self):
-    if (self.game is None) == (self.env is None):
-      raise ValueError("Set exactly one of `game` (Atari) or `env` (gymnasium).")
     for name in ("agents", "predictors", "trainers", "envs_per_agent", "t_max",
                  "prediction_batch_size", "prediction_queue_size",
                  "training_queue_size", "max_agents", "max_predictors",

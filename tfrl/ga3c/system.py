@@ -26,6 +26,7 @@ from tfrl import networks
 from tfrl import optimizers
 from tfrl import run_loop
 from tfrl import tf_checkpoints
+from tfrl.envs.protocol import make_env
 from tfrl.ga3c.adjuster import Bounds, DynamicAdjuster
 from tfrl.ga3c.agents import AgentPool
 from tfrl.ga3c.config import GA3CConfig
@@ -39,19 +40,6 @@ from tfrl.layers import gst
 
 COUNTERS = ("env_steps", "episodes", "train_steps", "train_samples",
             "predictions", "prediction_batches")
-
-
-def make_env(config: GA3CConfig, num_envs: int, seed: Optional[int] = None):
-  """The batched env of a config: AtariEnv for `game`, GymEnv for `env`."""
-  seed = config.seed if seed is None else seed
-  if config.game:
-    from tfrl.envs import AtariEnv  # Needs the compiled ALE ops.
-    return AtariEnv(config.game, num_envs, frame_skip=config.frame_skip,
-                    episodic_life=config.episodic_life,
-                    repeat_action_probability=config.repeat_action_probability,
-                    seed=seed)
-  from tfrl.envs import GymEnv
-  return GymEnv(config.env, num_envs, seed=seed)
 
 
 def make_network(config: GA3CConfig, num_actions: int, observation_shape):
@@ -93,13 +81,13 @@ class GA3C(run_loop.Algorithm):
   def __init__(self, config: GA3CConfig, env=None, network=None):
     self.config = config
     cfg = config
-    self.env = env if env is not None else make_env(cfg, cfg.num_env_slots)
+    self.env = env if env is not None else make_env(cfg.protocol, cfg.num_env_slots, cfg.seed)
     if self.env.num_actions is None:
       raise ValueError("GA3C needs a discrete action space.")
     self.num_actions = self.env.num_actions
     self.observation_shape = tuple(self.env.observation_shape)
     self.observation_dtype = self.env.observation_dtype
-    self.frames_per_step = cfg.frame_skip if cfg.game else 1
+    self.frames_per_step = cfg.protocol.frames_per_step
     tf.random.set_seed(cfg.seed)
 
     self.network = network if network is not None else make_network(
@@ -240,7 +228,7 @@ class GA3C(run_loop.Algorithm):
   def identity(self) -> Dict:
     """What a checkpoint of this run records and a resume must match."""
     cfg = self.config
-    identity = {"algorithm": "ga3c", "game": cfg.game, "env": cfg.env,
+    identity = {"algorithm": "ga3c", **cfg.protocol.identity(),
                 "observation_spec": f"{[None, *self.observation_shape]} "
                                     f"{tf.as_dtype(self.observation_dtype).name}",
                 "actions": int(self.num_actions)}
@@ -253,7 +241,8 @@ class GA3C(run_loop.Algorithm):
     spec = tf.TensorSpec((None,) + self.observation_shape,
                          self.observation_dtype)
     return {"saved_model": export.export_policy(
-        self.policy, spec, os.path.join(self.config.logdir, "saved_model"))}
+        self.policy, spec, os.path.join(self.config.logdir, "saved_model"),
+        env_protocol=self.config.protocol)}
 
   def _maybe_profile(self) -> None:
     if self.config.profile_steps is None or self._profile_done:

@@ -1,12 +1,13 @@
-"""Flags shared by `python -m tfrl.ga`, `tfrl.es` and `tfrl.random_search`.
+"""Flags of `python -m tfrl.ga`, `tfrl.es` and `tfrl.random_search`, and the run.
 
-Each entry module calls `define_common_flags()` (and the layer flags) at import
-time and defines its own algorithm flags; `main` turns them into typed
-configs with the helpers below. Library code never reads FLAGS.
+Each entry module calls `define_flags(<its algorithm config>)` at import time
+and `config_from_flags(algorithm)` in `main`: one typed
+`settings.NeuroevolutionConfig` (env protocol, network, evaluator, run, Ray,
+algorithm, layer plan) from which everything below is built. Library code
+never reads FLAGS.
 """
 
 import dataclasses
-from typing import Optional
 
 from absl import app
 from absl import flags
@@ -22,47 +23,24 @@ from tfrl.neuroevolution import runner
 from tfrl.neuroevolution import settings as settings_lib
 from tfrl.neuroevolution import worker as worker_lib
 
+NeuroevolutionConfig = settings_lib.NeuroevolutionConfig
 
-def define_common_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
-  """The shared settings', layer and Ray flags (idempotent)."""
-  flagconfig.define(settings_lib.Settings, fv=fv)
+
+def define_flags(algorithm_cls, fv: flags.FlagValues = flags.FLAGS,
+                 exclude=()) -> None:
+  """The run's flags, the layer flags and those of `algorithm_cls` (GAConfig or
+  ESConfig) but for the fields in `exclude` (idempotent)."""
+  flagconfig.define(NeuroevolutionConfig, fv=fv)
   layer_flags.define_layer_flags(fv)
-  flagconfig.define(ray_evaluator.RayConfig, prefix="ray_", fv=fv)
+  flagconfig.define(algorithm_cls, fv=fv, exclude=exclude)
 
 
-def env_spec(fv: flags.FlagValues = flags.FLAGS) -> worker_lib.EnvSpec:
-  return worker_lib.EnvSpec(game=fv.game, gym_id=fv.env,
-                            sticky_actions=bool(fv.sticky_actions), seed=fv.seed)
-
-
-def network_config(env, fv: flags.FlagValues = flags.FLAGS) -> population_net.NetworkConfig:
-  arch = fv.arch
-  if arch == "auto":
-    arch = "mlp" if len(env.observation_shape) == 1 else "large"
-  use_op = {"auto": None, "op": True, "reference": False}[fv.matmul]
-  try:
-    hidden = tuple(int(h) for h in fv.hidden)
-  except ValueError:
-    raise app.UsageError(f"--hidden takes int sizes separated by commas, got "
-                         f"{','.join(fv.hidden)!r}.") from None
-  return population_net.NetworkConfig(
-      arch=arch, hidden=hidden,
-      layer_plan=layer_flags.layer_plan_from_flags(fv), use_op=use_op,
-      weight_dtype=fv.weight_dtype, conv_input_dtype=fv.conv_input_dtype)
-
-
-def incremental_inference(config: population_net.NetworkConfig,
-                          fv: flags.FlagValues = flags.FLAGS) -> bool:
-  """Whether --inference asks for incremental inference of this network."""
-  if fv.refresh_steps < 1:
-    raise app.UsageError(f"--refresh_steps must be >= 1, got {fv.refresh_steps}.")
-  conv = config.arch != "mlp"
-  if fv.inference == "incremental" and config.conv_input_dtype != "float32":
-    raise app.UsageError("--inference=incremental needs --conv_input_dtype=float32, got "
-                         f"{config.conv_input_dtype}.")
-  if fv.inference == "auto":
-    return conv and config.conv_input_dtype == "float32"
-  return fv.inference == "incremental"
+def config_from_flags(algorithm: settings_lib.SearchConfig,
+                      fv: flags.FlagValues = flags.FLAGS) -> NeuroevolutionConfig:
+  """The run's config of the flags and the entry point's algorithm config
+  (ValueError, one line, for values its parts refuse)."""
+  return flagconfig.build(NeuroevolutionConfig, fv=fv, algorithm=algorithm,
+                          layer_plan=layer_flags.layer_plan_from_flags(fv))
 
 
 @dataclasses.dataclass
@@ -74,77 +52,51 @@ class Setup:
   observation_spec: tf.TensorSpec
 
 
-def worker_spec(capacity: int, fv: flags.FlagValues = flags.FLAGS,
-                ray: Optional[ray_evaluator.RayConfig] = None):
-  """The WorkerSpec of the flags (per Ray worker with `ray`), and the obs spec."""
-  spec = env_spec(fv)
-  probe = spec.make(1)  # the observation and action spaces, from a one-slot env
+def worker_spec(config: NeuroevolutionConfig, capacity: int):
+  """The WorkerSpec of a run (per Ray worker with --ray_address), and the obs spec."""
+  seed = config.algorithm.seed
+  probe = worker_lib.make_worker_env(config.env, 1, seed)  # the spaces, from one slot
   try:
     if probe.num_actions is None:
       raise app.UsageError("neuroevolution needs a discrete action space.")
     observation_spec = tf.TensorSpec([None] + list(probe.observation_shape),
                                      getattr(probe, "observation_dtype", tf.uint8))
-    config = network_config(probe, fv)
+    network = config.network.network_config(probe.observation_shape, config.layer_plan)
+    ray = config.ray if config.uses_ray else None
     spec = worker_lib.WorkerSpec(
-        env=spec, network=config, observation_shape=tuple(probe.observation_shape),
-        num_actions=int(probe.num_actions), noise_seed=fv.seed,
-        noise_size=fv.noise_table_size, capacity=capacity,
-        num_envs=(ray and ray.worker_envs) or fv.num_envs,
-        slot_groups=(ray and ray.worker_slot_groups) or fv.slot_groups,
-        episode_frame_cap=fv.episode_frame_cap or None,
-        incremental=incremental_inference(config, fv), refresh_steps=fv.refresh_steps,
-        cache_size=cache_size(fv))
+        env=config.env, network=network, observation_shape=tuple(probe.observation_shape),
+        num_actions=int(probe.num_actions), noise_seed=seed,
+        noise_size=config.evaluator.noise_table_size, capacity=capacity,
+        num_envs=(ray and ray.worker_envs) or config.evaluator.num_envs,
+        slot_groups=(ray and ray.worker_slot_groups) or config.evaluator.slot_groups,
+        incremental=config.network.incremental(network),
+        refresh_steps=config.network.refresh_steps, cache_size=config.cache_size(),
+        env_seed=seed)
   finally:
     probe.close()
   return spec, observation_spec
 
 
-def ga_config(fv: flags.FlagValues = flags.FLAGS, random_search: bool = False):
-  """The GAConfig of `tfrl.ga`'s flags, or of `tfrl.random_search`'s (which has no
-  selection: no --truncation nor --mutation_power)."""
-  from tfrl.neuroevolution import ga  # pylint: disable=import-outside-toplevel
-  return flagconfig.build(
-      ga.GAConfig, fv=fv, exclude=ga.SELECTION_FIELDS if random_search else (),
-      population=fv.population, episodes_per_eval=fv.episodes_per_eval, seed=fv.seed,
-      random_search=random_search,
-      truncation=1 if random_search else min(fv.truncation, fv.population),
-      elite_candidates=min(fv.elite_candidates, fv.population))
-
-
-def cache_size(fv: flags.FlagValues = flags.FLAGS) -> int:
-  """Chains a parent cache keeps: the parents, the elite candidates, the elite."""
-  names = ("truncation", "elite_candidates")
-  return sum(getattr(fv, n) for n in names if n in fv) + 2
-
-
-def ray_config(fv: flags.FlagValues = flags.FLAGS) -> Optional[ray_evaluator.RayConfig]:
-  """The RayConfig of the --ray_* flags, or None without --ray_address."""
-  if not fv.ray_address:
-    return None
-  return flagconfig.build(ray_evaluator.RayConfig, prefix="ray_", fv=fv)
-
-
-def build(capacity: int, fv: flags.FlagValues = flags.FLAGS,
-          log=print) -> Setup:
-  """Layout, noise table and evaluator (local, or on Ray) from flags."""
-  ray = ray_config(fv)
-  spec, observation_spec = worker_spec(capacity, fv, ray)
+def build(config: NeuroevolutionConfig, log=print) -> Setup:
+  """Layout, noise table and evaluator (local, or on Ray) of a run."""
+  spec, observation_spec = worker_spec(config, config.algorithm.population)
   layout = spec.layout()
-  table = noise_lib.NoiseTable(fv.seed, fv.noise_table_size)
-  if ray is None:
+  table = noise_lib.NoiseTable(config.algorithm.seed, config.evaluator.noise_table_size)
+  if not config.uses_ray:
     evaluator = worker_lib.build_local(spec, table)
   else:
-    evaluator = ray_evaluator.RayEvaluator(spec, ray, table, log=log)
+    evaluator = ray_evaluator.RayEvaluator(spec, config.ray, table, log=log)
   return Setup(spec, layout, table, evaluator, observation_spec)
 
 
-def run_config(fv: flags.FlagValues = flags.FLAGS) -> runner.RunConfig:
-  # The env a checkpoint was trained on is part of what a resume must match.
-  identity = {"game": None if fv.env else fv.game, "env": fv.env or None}
+def run_config(config: NeuroevolutionConfig) -> runner.RunConfig:
+  run = config.run
+  # The env protocol a checkpoint was trained on is part of what a resume must match.
   return runner.RunConfig(
-      logdir=fv.logdir, generations=fv.generations, max_frames=fv.max_frames,
-      resume=fv.resume, export=fv.export, export_every=fv.export_every,
-      target_score=fv.target_score, identity=identity)
+      logdir=run.logdir, generations=run.generations, max_frames=run.max_frames,
+      resume=run.resume, export=run.export, export_every=run.export_every,
+      target_score=run.target_score, identity=config.env.identity(),
+      env_protocol=config.env)
 
 
 def check_argv(argv) -> None:
@@ -152,18 +104,20 @@ def check_argv(argv) -> None:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
 
 
-def main_for(make_algorithm, fv: flags.FlagValues = flags.FLAGS) -> None:
+def main_for(make_algorithm, ne_config: NeuroevolutionConfig,
+             fv: flags.FlagValues = flags.FLAGS) -> None:
   """Shared body of the entry points' main: build and run in the run skeleton."""
   log = lambda line: print(line, flush=True)
-  config = run_config(fv)
+  config = run_config(ne_config)
 
   def build_run() -> runner.Generations:
-    # Once the logdir is locked and its checkpoint accepted (tfrl.run_loop):
-    # a fresh run over a checkpoint, or an unreadable one, never starts Ray workers.
-    setup = build(fv.population, fv, log=log)
+    # Once the logdir is locked and its checkpoint accepted (tfrl.run_loop): a
+    # fresh run over a checkpoint, or an unreadable one, never starts Ray workers.
+    setup = build(ne_config, log=log)
     try:
       algorithm = make_algorithm(setup)
-      print(f"[{algorithm.name}] {setup.layout.describe()} | population {fv.population} | "
+      print(f"[{algorithm.name}] {setup.layout.describe()} | population "
+            f"{ne_config.algorithm.population} | "
             f"{setup.evaluator.describe()} | "
             f"{'incremental' if setup.spec.incremental else 'full'} inference", flush=True)
     except BaseException:

@@ -26,6 +26,7 @@ import numpy as np
 from tfrl import flagconfig
 from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import genome as genome_lib
+from tfrl.neuroevolution import settings
 from tfrl.neuroevolution import vbn as vbn_lib
 from tfrl.neuroevolution.metrics import generation_metrics
 from tfrl.neuroevolution.metrics import rankable
@@ -87,23 +88,23 @@ class Adam:
 
 
 @dataclasses.dataclass(frozen=True)
-class ESConfig:
-  """ES's settings; those made with `flagconfig.field` are flags of `tfrl.es`."""
-  population: int = 64          # evaluations per generation (pairs = population / 2)
+class ESConfig(settings.SearchConfig):
+  """ES's settings (and `population`, `seed`, `episodes_per_eval` of
+  `SearchConfig`: here evaluations per generation, pairs = population / 2);
+  those made with `flagconfig.field` are flags of `tfrl.es`."""
   sigma: float = flagconfig.field(0.02, "Perturbation scale.")
   learning_rate: float = flagconfig.field(0.01, "Adam step size.")
   l2: float = flagconfig.field(0.005, "L2 weight decay coefficient.")
-  episodes_per_eval: int = 1
   center_episodes: int = flagconfig.field(
       5, "Episodes of the centre's evaluation (elite score).")
   fitness_shaping: bool = flagconfig.field(
       True, "Centered ranks instead of raw returns.")
-  seed: int = 0
   vbn: Optional[vbn_lib.VBNConfig] = None  # virtual batch norm (None: off)
 
   def __post_init__(self):
     if self.population < 2 or self.population % 2:
-      raise ValueError(f"ES population must be even and >= 2, got {self.population}.")
+      raise ValueError(f"ES population must be even (mirrored sampling) and >= 2, got "
+                       f"{self.population}.")
     if self.sigma <= 0 or self.learning_rate <= 0 or self.l2 < 0:
       raise ValueError("ES needs sigma > 0, learning_rate > 0, l2 >= 0.")
     if self.episodes_per_eval < 1 or self.center_episodes < 1:

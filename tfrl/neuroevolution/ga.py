@@ -29,6 +29,7 @@ import numpy as np
 from tfrl import flagconfig
 from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import genome as genome_lib
+from tfrl.neuroevolution import settings
 from tfrl.neuroevolution.metrics import generation_metrics
 from tfrl.neuroevolution.metrics import rankable
 
@@ -41,19 +42,17 @@ SELECTION_FIELDS = ("truncation", "mutation_power")
 
 
 @dataclasses.dataclass(frozen=True)
-class GAConfig:
-  """The GA's settings; those made with `flagconfig.field` are flags of the same
+class GAConfig(settings.SearchConfig):
+  """The GA's settings (and `population`, `seed`, `episodes_per_eval` of
+  `SearchConfig`); those made with `flagconfig.field` are flags of the same
   names (`tfrl.ga`, and `tfrl.random_search` but for SELECTION_FIELDS)."""
-  population: int = 64
   truncation: int = flagconfig.field(10, "Parents: the top T individuals.")
   mutation_power: float = flagconfig.field(0.005, "sigma of a mutation.")
   elite_candidates: int = flagconfig.field(
       5, "Top individuals re-evaluated for the elite.")
   elite_episodes: int = flagconfig.field(
       5, "Episodes of each elite candidate's re-evaluation.")
-  episodes_per_eval: int = 1
   random_search: bool = False
-  seed: int = 0
 
   def __post_init__(self):
     if self.population < 2:
@@ -68,6 +67,20 @@ class GAConfig:
       raise ValueError(f"mutation_power must be > 0, got {self.mutation_power}.")
     if self.elite_episodes < 1 or self.episodes_per_eval < 1:
       raise ValueError("elite_episodes and episodes_per_eval must be >= 1.")
+
+  @classmethod
+  def from_flag_values(cls, values, defaults):
+    """The flags' GAConfig: --truncation and --elite_candidates above
+    --population mean the whole population; random search has no selection."""
+    del defaults
+    values = dict(values)
+    population = values.get("population", cls.population)
+    if values.get("random_search"):
+      values["truncation"] = 1
+    for name in ("truncation", "elite_candidates"):
+      if name in values:
+        values[name] = min(values[name], population)
+    return cls(**values)
 
 
 class GeneticAlgorithm:

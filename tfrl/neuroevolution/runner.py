@@ -46,8 +46,9 @@ class RunConfig:
   export_every: int = 0         # also export every N generations (0: at the end)
   target_score: Optional[float] = None  # stop once the elite reaches it
   # What else a checkpoint of this run records and a resume must match, on
-  # top of `run_identity` (the entry points add the game or env).
+  # top of `run_identity` (the entry points add the env protocol).
   identity: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  env_protocol: Any = None      # tfrl.envs.EnvProtocol, written into the export
 
 
 def format_line(algorithm_name: str, m: Dict[str, float]) -> str:
@@ -76,11 +77,12 @@ def run_identity(algorithm, observation_spec: tf.TensorSpec,
   return resume.as_json(identity)
 
 
-def export_elite(algorithm, export_dir: str, observation_spec: tf.TensorSpec) -> str:
+def export_elite(algorithm, export_dir: str, observation_spec: tf.TensorSpec,
+                 env_protocol=None) -> str:
   """Slices the elite out of the population into a plain network and exports it."""
   from tfrl import export as export_lib  # the GA3C engineer's policy format.
   policy = population_net.SingleNetwork(algorithm.layout, algorithm.elite_params())
-  return export_lib.export_policy(policy, observation_spec, export_dir)
+  return export_lib.export_policy(policy, observation_spec, export_dir, env_protocol)
 
 
 class Generations(run_loop.Algorithm):
@@ -154,7 +156,7 @@ class Generations(run_loop.Algorithm):
     if self.search.generation == 0:
       return {}  # no elite yet
     export_dir = os.path.join(self.config.logdir, "elite")
-    export_elite(self.search, export_dir, self.observation_spec)
+    export_elite(self.search, export_dir, self.observation_spec, self.config.env_protocol)
     self.console.say(f"elite ({self.search.elite_score:.2f}) exported to {export_dir}")
     return {"elite": export_dir}
 

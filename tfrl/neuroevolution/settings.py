@@ -1,50 +1,51 @@
-"""The settings GA, ES and random search share, one flag per field.
+"""The typed config of a GA, ES or random-search run, one flag per field.
 
-`cli.define_common_flags` generates `--game`, `--population`, ... from these
-fields (name, default and help written once, `tfrl/flagconfig.py`); the
-algorithms' own settings are fields of `GAConfig` and `ESConfig`.
+    NeuroevolutionConfig
+      env:        tfrl.envs.EnvProtocol       --game, --env, --max_episode_frames, ...
+      network:    NetworkSettings             --arch, --hidden, --inference, ...
+      evaluator:  EvaluatorSettings           --num_envs, --slot_groups, --noise_table_size
+      run:        RunSettings                 --generations, --logdir, --resume, ...
+      ray:        ray_evaluator.RayConfig     --ray_address, --ray_workers, ...
+      algorithm:  GAConfig or ESConfig        --population, --seed, --truncation, ...
+      layer_plan: the layer flags' LayerPlan  --dense_layer, --layer_plan, ...
+
+`tfrl.neuroevolution.cli` defines the flags of these fields (name, default and
+help written once, `tfrl/flagconfig.py`) and builds the config; each part
+checks its own values (ValueError), and library code reads the config, never
+FLAGS. `population`, `seed` and `episodes_per_eval` belong to the algorithm's
+config (`SearchConfig`, the base of `GAConfig` and `ESConfig`).
 """
 
 import dataclasses
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 from tfrl import flagconfig
+from tfrl.envs.protocol import EnvProtocol
 from tfrl.neuroevolution import noise as noise_lib
 from tfrl.neuroevolution import population_net
+from tfrl.neuroevolution import ray_evaluator
+
+# Neuroevolution's own defaults for the env protocol's flags.
+ENV_DEFAULTS = {"game": "pong", "repeat_action_probability": 0.0}
 
 
 @dataclasses.dataclass(frozen=True)
-class Settings:
-  """Environment, network, budget and output of a neuroevolution run."""
+class SearchConfig:
+  """What GA, ES and random search share: the base of GAConfig and ESConfig."""
+  population: int = flagconfig.field(64, "Individuals per generation.")
+  seed: int = flagconfig.field(
+      0, "Seed of the algorithm (and of the noise table and the env slots).")
+  episodes_per_eval: int = flagconfig.field(1, "Episodes per individual per generation.")
 
-  game: str = flagconfig.field("pong", "Atari game (AtariEnv, the compiled ALE ops).")
-  env: str = flagconfig.field(
-      "", "A gymnasium env id (e.g. CartPole-v1); overrides --game.")
+
+@dataclasses.dataclass(frozen=True)
+class NetworkSettings:
+  """The population network and how it plays."""
   arch: str = flagconfig.field(
       "auto", "Population network: mlp, small (16/32/256), large (Nature "
       "32/64/64/512); auto = mlp for vector obs, large for Atari.",
       choices=("auto",) + tuple(population_net.ARCHS))
   hidden: Tuple[int, ...] = flagconfig.field((64, 64), "Hidden sizes of the mlp arch.")
-  population: int = flagconfig.field(64, "Individuals per generation.")
-  generations: int = flagconfig.field(100, "Generations to run (total, with --resume).")
-  max_frames: int = flagconfig.field(0, "Stop after this many frames (0: no limit).")
-  episodes_per_eval: int = flagconfig.field(1, "Episodes per individual per generation.")
-  episode_frame_cap: int = flagconfig.field(
-      0, "End an evaluation episode after this many frames (0: none).")
-  seed: int = flagconfig.field(0, "Seed of the algorithm (and of the noise table).")
-  noise_table_size: int = flagconfig.field(noise_lib.DEFAULT_SIZE,
-                                           "Floats in the shared noise table.")
-  num_envs: int = flagconfig.field(32, "Env slots (split over --slot_groups).")
-  slot_groups: int = flagconfig.field(2, "Slot groups pipelined against each other.")
-  logdir: str = flagconfig.field(
-      "/tmp/tfrl_neuroevolution",
-      "Where TensorBoard scalars, checkpoints, the flags and the elite go.")
-  resume: bool = flagconfig.field(False, "Resume from the checkpoint in --logdir.")
-  export: bool = flagconfig.field(True, "Export the elite SavedModel to <logdir>/elite.")
-  export_every: int = flagconfig.field(
-      0, "Also export every N generations (0: at the end).")
-  target_score: Optional[float] = flagconfig.field(
-      None, "Stop once the elite's score reaches this.")
   matmul: str = flagconfig.field(
       "auto", "auto: the compiled population op when built; op: require it; "
       "reference: the pure-TF gather+matmul.", choices=("auto", "op", "reference"))
@@ -68,5 +69,82 @@ class Settings:
       100, "With incremental inference, recompute every network in full every N "
       "steps of an episode (bounds the float rounding that incremental steps "
       "accumulate).")
-  sticky_actions: int = flagconfig.field(
-      0, "Atari: 1 = repeat_action_probability 0.25, 0 = deterministic.")
+
+  def __post_init__(self):
+    if self.refresh_steps < 1:
+      raise ValueError(f"--refresh_steps must be >= 1, got {self.refresh_steps}.")
+    if self.inference == "incremental" and self.conv_input_dtype != "float32":
+      raise ValueError("--inference=incremental needs --conv_input_dtype=float32, got "
+                       f"{self.conv_input_dtype}.")
+
+  def network_config(self, observation_shape, layer_plan=None
+                     ) -> population_net.NetworkConfig:
+    """The NetworkConfig for an env's observations (`auto` picks the arch)."""
+    arch = self.arch
+    if arch == "auto":
+      arch = "mlp" if len(observation_shape) == 1 else "large"
+    return population_net.NetworkConfig(
+        arch=arch, hidden=self.hidden, layer_plan=layer_plan,
+        use_op={"auto": None, "op": True, "reference": False}[self.matmul],
+        weight_dtype=self.weight_dtype, conv_input_dtype=self.conv_input_dtype)
+
+  def incremental(self, config: population_net.NetworkConfig) -> bool:
+    """Whether `inference` asks for incremental inference of this network."""
+    if self.inference == "auto":
+      return config.arch != "mlp" and config.conv_input_dtype == "float32"
+    return self.inference == "incremental"
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluatorSettings:
+  """The local evaluator's slots and the shared noise table."""
+  num_envs: int = flagconfig.field(32, "Env slots (split over --slot_groups).")
+  slot_groups: int = flagconfig.field(2, "Slot groups pipelined against each other.")
+  noise_table_size: int = flagconfig.field(noise_lib.DEFAULT_SIZE,
+                                           "Floats in the shared noise table.")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSettings:
+  """Budget, output and resume of a run."""
+  generations: int = flagconfig.field(100, "Generations to run (total, with --resume).")
+  max_frames: int = flagconfig.field(0, "Stop after this many frames (0: no limit).")
+  logdir: str = flagconfig.field(
+      "/tmp/tfrl_neuroevolution",
+      "Where TensorBoard scalars, checkpoints, the flags and the elite go.")
+  resume: bool = flagconfig.field(False, "Resume from the checkpoint in --logdir.")
+  export: bool = flagconfig.field(True, "Export the elite SavedModel to <logdir>/elite.")
+  export_every: int = flagconfig.field(
+      0, "Also export every N generations (0: at the end).")
+  target_score: Optional[float] = flagconfig.field(
+      None, "Stop once the elite's score reaches this.")
+
+
+@dataclasses.dataclass(frozen=True)
+class NeuroevolutionConfig:
+  """Everything a GA, ES or random-search run needs (see the module docstring)."""
+  env: EnvProtocol = flagconfig.nested(EnvProtocol, defaults=ENV_DEFAULTS)
+  network: NetworkSettings = flagconfig.nested(NetworkSettings)
+  evaluator: EvaluatorSettings = flagconfig.nested(EvaluatorSettings)
+  run: RunSettings = flagconfig.nested(RunSettings)
+  ray: ray_evaluator.RayConfig = flagconfig.nested(ray_evaluator.RayConfig, prefix="ray_")
+  algorithm: Any = None    # a SearchConfig: GAConfig or ESConfig (the entry point's)
+  layer_plan: Any = None   # a tfrl.layers LayerPlan (None: dense)
+
+  def __post_init__(self):
+    if not isinstance(self.algorithm, SearchConfig):
+      raise ValueError(f"NeuroevolutionConfig.algorithm must be a GAConfig or ESConfig, "
+                       f"got {self.algorithm!r}.")
+    if getattr(self.algorithm, "vbn", None) is not None and self.ray.address:
+      raise ValueError("--virtual_batch_norm is not supported with --ray_address yet "
+                       "(it runs in the local evaluator only).")
+
+  @property
+  def uses_ray(self) -> bool:
+    return bool(self.ray.address)
+
+  def cache_size(self) -> int:
+    """Chains a parent cache keeps: the parents, the elite candidates, the elite."""
+    a = self.algorithm
+    parents = 0 if getattr(a, "random_search", True) else a.truncation
+    return parents + getattr(a, "elite_candidates", 0) + 2

@@ -71,7 +71,7 @@ class VBNConfig:
 
   def __post_init__(self):
     if isinstance(self.reference_size, bool) or int(self.reference_size) < 2:
-      raise ValueError(f"VBN reference_size must be >= 2, got {self.reference_size!r}.")
+      raise ValueError(f"--vbn_reference_size must be >= 2, got {self.reference_size!r}.")
     if not 0.0 < self.keep_probability <= 1.0:
       raise ValueError(
           f"VBN keep_probability must be in (0, 1], got {self.keep_probability!r}.")

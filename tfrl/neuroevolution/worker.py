@@ -9,6 +9,7 @@ paths cannot drift apart.
 import dataclasses
 from typing import Optional
 
+from tfrl.envs.protocol import EnvProtocol, make_env
 from tfrl.neuroevolution import evaluation
 from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import genome as genome_lib
@@ -16,29 +17,21 @@ from tfrl.neuroevolution import noise as noise_lib
 from tfrl.neuroevolution import population_net
 
 
-@dataclasses.dataclass(frozen=True)
-class EnvSpec:
-  """An Atari game (the compiled ALE ops) or a gymnasium env id."""
-  game: str = "pong"
-  gym_id: str = ""             # a gymnasium id; overrides `game`
-  sticky_actions: bool = False
-  seed: int = 0
+def make_worker_env(protocol: EnvProtocol, num_envs: int, seed: int):
+  """The batched env the population evaluator plays on.
 
-  def make(self, num_envs: int, auto_reset: bool = False):
-    """The batched env. The evaluator resets every episode with its seed, so
-    it needs no auto-reset (which would spend another reset sequence)."""
-    if self.gym_id:
-      from tfrl.envs import GymEnv  # pylint: disable=import-outside-toplevel
-      return GymEnv(self.gym_id, num_envs, seed=self.seed, auto_reset=auto_reset)
-    from tfrl.envs import AtariEnv  # pylint: disable=import-outside-toplevel
-    return AtariEnv(self.game, num_envs, seed=self.seed, auto_reset=auto_reset,
-                    repeat_action_probability=0.25 if self.sticky_actions else 0.0)
+  No auto-reset: the evaluator resets every episode with its seed (an
+  auto-reset would spend another reset sequence). The protocol's frame cap is
+  the evaluator's to enforce (`WorkerSpec.episode_frame_cap`): it counts the
+  same steps as the env would, and plans its graph calls around the cap.
+  """
+  return make_env(protocol, num_envs, seed, auto_reset=False, enforce_frame_cap=False)
 
 
 @dataclasses.dataclass(frozen=True)
 class WorkerSpec:
   """Everything an evaluator's process builds, from flags or a checkpoint."""
-  env: EnvSpec
+  env: EnvProtocol
   network: population_net.NetworkConfig
   observation_shape: tuple
   num_actions: int
@@ -47,10 +40,16 @@ class WorkerSpec:
   capacity: int                # networks per evaluation call
   num_envs: int = 32
   slot_groups: int = 2
-  episode_frame_cap: Optional[int] = None
   incremental: bool = False
   refresh_steps: int = 100
   cache_size: int = 64         # chains the parent cache keeps
+  env_seed: int = 0            # slot i's env is seeded from (env_seed, i)
+
+  @property
+  def episode_frame_cap(self) -> Optional[int]:
+    """The frames after which the evaluator ends an episode (None: the env's own
+    limit only); see `tfrl.envs.protocol`."""
+    return self.env.max_episode_frames or None
 
   def layout(self) -> population_net.ParamLayout:
     return population_net.ParamLayout(self.network, self.observation_shape,
@@ -60,7 +59,7 @@ class WorkerSpec:
 def build_local(spec: WorkerSpec, table: Optional[noise_lib.NoiseTable] = None
                 ) -> evaluators.LocalEvaluator:
   """The env, population network, parent cache and evaluator of `spec`."""
-  env = spec.env.make(spec.num_envs)
+  env = make_worker_env(spec.env, spec.num_envs, spec.env_seed)
   if table is None:
     table = noise_lib.NoiseTable(spec.noise_seed, spec.noise_size)
   layout = spec.layout()

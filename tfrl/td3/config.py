@@ -5,6 +5,7 @@ import dataclasses
 from typing import Tuple
 
 from tfrl import flagconfig
+from tfrl.envs.protocol import EnvProtocol
 
 
 @dataclasses.dataclass(frozen=True)
@@ -12,7 +13,9 @@ class TD3Config:
   """TD3 hyper-parameters; defaults are Fujimoto et al. (2018) / their repo.
 
   Attributes:
-    env: gymnasium id of a continuous-control (Box action) environment.
+    protocol: the env protocol (`tfrl.envs.EnvProtocol`, its flags --env,
+      --max_episode_frames, ...): a gymnasium id of a continuous-control (Box
+      action) environment.
     total_steps: environment steps of the whole run.
     start_steps: initial steps with uniformly random actions (no updates).
     batch_size, replay_size: replay sampling.
@@ -32,7 +35,7 @@ class TD3Config:
       oneDNN: measured 30 vs 5.6 ms per 256x256 dense TD3 update; off).
   """
 
-  env: str = flagconfig.field("Pendulum-v1", "Gymnasium continuous-control environment id.")
+  protocol: EnvProtocol = flagconfig.nested(EnvProtocol, defaults={"env": "Pendulum-v1"})
   total_steps: int = flagconfig.field(100_000, "Environment steps.")
   start_steps: int = flagconfig.field(10_000, "Initial random-action steps.")
   batch_size: int = flagconfig.field(256, "Batch size.")
@@ -55,6 +58,9 @@ class TD3Config:
   jit_compile: bool = flagconfig.field(False, "Compile training phases with XLA.")
 
   def __post_init__(self):
+    if self.protocol.is_atari:
+      raise ValueError(f"TD3 needs a gymnasium env id with a continuous action space "
+                       f"(--env), not an Atari game (--game={self.protocol.game}).")
     positive = ("total_steps", "batch_size", "replay_size", "policy_delay", "update_every",
                 "checkpoint_every", "log_every", "eval_episodes")
     for name in positive:

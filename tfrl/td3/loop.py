@@ -1,7 +1,8 @@
 """TD3 as a `run_loop.Algorithm`: a Python actor loop over a gymnasium env,
 training phases in one tf.function call, evaluation and export.
 
-    summary = train(TD3Config(env="Pendulum-v1"), plan, reward_config, logdir)
+    summary = train(TD3Config(protocol=EnvProtocol(env="Pendulum-v1")), plan,
+                    reward_config, logdir)
 
 A step of the run is a span of env steps up to the next event: a training
 phase (every `update_every` steps), a log line, an evaluation, a checkpoint
@@ -34,6 +35,9 @@ from tfrl import export as export_lib
 from tfrl import layers as tl
 from tfrl import run_loop
 from tfrl import tf_checkpoints
+from tfrl.envs.episodes import play_episodes
+from tfrl.envs.gym_env import make_gymnasium
+from tfrl.envs.protocol import make_env
 from tfrl.layers import gst
 from tfrl.layers import spec as spec_lib
 from tfrl.td3 import checkpoints as checkpoints_lib
@@ -43,57 +47,50 @@ from tfrl.td3 import networks
 from tfrl.td3 import replay as replay_lib
 
 
-def make_env(env_id: str):
-  try:
-    env = gym.make(env_id)
-  except gym.error.DependencyNotInstalled as e:
-    raise ImportError(f"{env_id} needs an optional dependency ({e}); for MuJoCo tasks "
-                      "install `mujoco` (pip install 'tfrl[mujoco]').") from e
+def continuous_env(protocol):
+  """The training env: one gymnasium env of `protocol`, with a Box action space."""
+  env = make_gymnasium(protocol.env, protocol.max_episode_steps)
   if not isinstance(env.action_space, gym.spaces.Box):
-    raise ValueError(f"TD3 needs a continuous (Box) action space; {env_id} has "
+    raise ValueError(f"TD3 needs a continuous (Box) action space; {protocol.env} has "
                      f"{env.action_space}.")
   return env
 
 
 def evaluate(act, env, episodes: int, seed: int) -> float:
-  """Mean return of the deterministic policy over `episodes` episodes."""
-  returns = []
-  for e in range(episodes):
-    obs, _ = env.reset(seed=seed + e)
-    done, total = False, 0.0
-    while not done:
-      action = act(obs[None].astype(np.float32))[0].numpy()
-      obs, reward, terminated, truncated, _ = env.step(action)
-      total += float(reward)
-      done = terminated or truncated
-    returns.append(total)
-  return float(np.mean(returns))
+  """Mean return of the deterministic policy over `episodes` episodes of a
+  one-slot GymEnv, episode e started with seed + e (the shared episode loop)."""
+  policy = lambda obs: {"action": act(tf.cast(obs, tf.float32))}
+  scores, _, _ = play_episodes(policy, env, episodes,
+                               episode_seeds=np.arange(episodes) + seed)
+  return float(np.mean(scores))
 
 
 def _dir_bytes(path):
   return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
 
 
-def export_policies(learner: learner_lib.TD3Learner, plan, export_dir: str) -> dict:
+def export_policies(learner: learner_lib.TD3Learner, plan, export_dir: str,
+                    env_protocol=None) -> dict:
   """Writes `export_dir/policy` (live actor) and `export_dir/policy_compressed`
   (a packed copy: circulant vectors, bitmask + non-zeros). Returns sizes."""
   spec = tf.TensorSpec([None, learner.obs_dim], tf.float32)
   live_dir = export_lib.export_policy(networks.DeterministicPolicy(learner.actor), spec,
-                                      os.path.join(export_dir, "policy"))
+                                      os.path.join(export_dir, "policy"), env_protocol)
   low, high = learner.action_low.numpy(), learner.action_high.numpy()
   copy = networks.Actor(low, high, learner.config.hidden_sizes, plan, name="actor")
   copy(tf.zeros([1, learner.obs_dim]))
   tl.copy_variables(learner.actor, copy)
   tl.pack(copy)
   packed_dir = export_lib.export_policy(networks.DeterministicPolicy(copy), spec,
-                                        os.path.join(export_dir, "policy_compressed"))
+                                        os.path.join(export_dir, "policy_compressed"),
+                                        env_protocol)
   return {"policy_bytes": _dir_bytes(os.path.join(live_dir, "variables")),
           "policy_compressed_bytes": _dir_bytes(os.path.join(packed_dir, "variables"))}
 
 
 def identity(config: config_lib.TD3Config, learner: learner_lib.TD3Learner) -> dict:
   """What a TD3 checkpoint records and a resume must match."""
-  ident = {"algorithm": "td3", "env": config.env,
+  ident = {"algorithm": "td3", **config.protocol.identity(),
            "observation_spec": f"[None, {learner.obs_dim}] float32",
            "actions": learner.action_dim, "hidden_sizes": list(config.hidden_sizes)}
   ident.update(tf_checkpoints.network_identity(learner.networks))
@@ -118,8 +115,8 @@ class TD3Run(run_loop.Algorithm):
     self.logdir = logdir
     np.random.seed(config.seed)
     tf.random.set_seed(config.seed)
-    self.env = make_env(config.env)
-    self.eval_env = make_env(config.env)
+    self.env = continuous_env(config.protocol)
+    self.eval_env = make_env(config.protocol, 1, config.seed)
     obs_dim = int(np.prod(self.env.observation_space.shape))
     self.low, self.high = self.env.action_space.low, self.env.action_space.high
     self.learner = learner_lib.TD3Learner(config, obs_dim, self.low, self.high, self.plan)
@@ -196,13 +193,13 @@ class TD3Run(run_loop.Algorithm):
     self.seconds.assign(self._seconds0 + time.time() - self._start)
 
   def export(self) -> dict:
-    return export_policies(self.learner, self.plan, self.logdir)
+    return export_policies(self.learner, self.plan, self.logdir, self.config.protocol)
 
   def results(self) -> dict:
     t = self.count()
     report = tl.compression_report(self.learner.networks)
     return {
-        "env": self.config.env, "env_steps": t, "completed": t >= self.config.total_steps,
+        "env": self.config.protocol.env, "env_steps": t, "completed": t >= self.config.total_steps,
         "training_iterations": int(self.learner.num_updates),
         "eval_return": self.eval_return,
         "train_return_last10": float(np.mean(self.recent)) if self.recent else None,
