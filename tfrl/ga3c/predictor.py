@@ -38,7 +38,8 @@ class Predictor(tf.Module):
     self._batch_size = batch_size
     self._counters = counters
     self.jit_compile = bool(jit_compile)
-    self._logits = (tf.function(self._forward, jit_compile=True)
+    # obs -> logits, the compute part of `predict` (XLA-compiled or not).
+    self.forward = (tf.function(self._forward, jit_compile=True)
                     if self.jit_compile else self._forward)
     self.predict = tf.function(self._predict, input_signature=[])
 
@@ -49,7 +50,7 @@ class Predictor(tf.Module):
   def _predict(self):
     queues = self._queues
     request = dequeue_between(queues.prediction, 1, self._batch_size)
-    logits = self._logits(request["obs"])
+    logits = self.forward(request["obs"])
     action = tf.random.categorical(logits, 1, dtype=tf.int32)[:, 0]
     num_agents = len(queues.responses)
     slots = tf.dynamic_partition(request["slot"], request["agent"], num_agents)
