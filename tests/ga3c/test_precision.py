@@ -28,6 +28,7 @@ from tfrl import layers as tl
 from tfrl import networks
 from tfrl import optimizers
 from tfrl import precision
+from tfrl.envs.protocol import EnvProtocol
 from tfrl.ga3c import GA3C, GA3CConfig
 from tfrl.ga3c.learner import Learner, LearnerConfig
 from tfrl.ga3c.predictor import Predictor
@@ -325,7 +326,7 @@ class RunReportTest(tf.test.TestCase):
     expected = "bfloat16" if {"avx512_bf16", "amx_bf16"} & cpu_flags() else "float32"
     logdir = self.get_temp_dir()
     system = GA3C(GA3CConfig(
-        game="PongNoFrameskip-v4", agents=2, max_agents=2, envs_per_agent=2,
+        protocol=EnvProtocol(game="PongNoFrameskip-v4"), agents=2, max_agents=2, envs_per_agent=2,
         prediction_batch_size=4, training_min_batch_size=10, logdir=logdir,
         checkpoint_every=0, stats_every=100, max_frames=800, precision="auto",
         jit_compile_train=True))
@@ -345,6 +346,7 @@ class RunReportTest(tf.test.TestCase):
     (text,) = _events(logdir, "run/precision")
     self.assertIn(f"precision {expected}", text)
     self.assertIn("XLA: train on, predict off", text)
+    self.assertEqual(export.read_metadata(summary["saved_model"])["precision"], report)
 
   def test_cli_forced_bfloat16_logs_and_writes_summary(self):
     logdir = self.get_temp_dir()

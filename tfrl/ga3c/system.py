@@ -276,7 +276,8 @@ class GA3C:
                          self.observation_dtype)
     return export.export_policy(
         self.policy, spec, os.path.join(self.config.logdir, "saved_model"),
-        env_protocol=self.config.protocol)
+        env_protocol=self.config.protocol,
+        extra_metadata={"precision": self.precision_report} if self.precision_report else None)
 
   def _maybe_profile(self) -> None:
     if self.config.profile_steps is None or self._profile_done:
