@@ -100,6 +100,13 @@ class Stats:
       with self._writer.as_default(step=frames):
         tf.summary.scalar(name, value)
 
+  def text(self, name: str, value: str, frames: int) -> None:
+    """One TensorBoard text summary at `frames`."""
+    if self._writer is not None:
+      with self._writer.as_default(step=frames):
+        tf.summary.text(name, value)
+      self._writer.flush()
+
   def close(self) -> None:
     if self._writer is not None:
       self._writer.close()

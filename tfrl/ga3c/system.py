@@ -23,6 +23,7 @@ from tfrl import export
 from tfrl import layers as tl
 from tfrl import networks
 from tfrl import optimizers
+from tfrl import precision
 from tfrl import resume
 from tfrl import stopping
 from tfrl import tf_checkpoints
@@ -41,15 +42,17 @@ COUNTERS = ("env_steps", "episodes", "train_steps", "train_samples",
             "predictions", "prediction_batches")
 
 
-def make_network(config: GA3CConfig, num_actions: int, observation_shape):
+def make_network(config: GA3CConfig, num_actions: int, observation_shape,
+                 compute_dtype=tf.float32):
   """The paper's conv net for image observations, an MLP otherwise."""
   kwargs = {}
   if config.layer_plan is not None:
     kwargs["plan"] = config.layer_plan
   if len(observation_shape) == 3:
-    torso = networks.AtariTorso(**kwargs)
+    torso = networks.AtariTorso(compute_dtype=compute_dtype, **kwargs)
   else:
-    torso = networks.MLPTorso(list(config.hidden_sizes), **kwargs)
+    torso = networks.MLPTorso(list(config.hidden_sizes), compute_dtype=compute_dtype,
+                              **kwargs)
   return networks.ActorCritic(num_actions, torso, **kwargs)
 
 
@@ -98,8 +101,10 @@ class GA3C:
     self.frames_per_step = cfg.protocol.frames_per_step
     tf.random.set_seed(cfg.seed)
 
+    self.precision = precision.resolve(
+        cfg.precision, image_network=len(self.observation_shape) == 3)
     self.network = network if network is not None else make_network(
-        cfg, self.num_actions, self.observation_shape)
+        cfg, self.num_actions, self.observation_shape, self.precision.dtype)
     self.network(tf.zeros((1,) + self.observation_shape,
                           self.observation_dtype))  # Create the variables.
     self.optimizer = make_optimizer(cfg)
@@ -144,7 +149,8 @@ class GA3C:
         counters=self.counters)
     self.predictor = Predictor(self.network, self.queues,
                                batch_size=cfg.prediction_batch_size,
-                               counters=self.counters)
+                               counters=self.counters,
+                               jit_compile=cfg.jit_compile_predict)
     self.learner = Learner(
         self.network, self.optimizer,
         LearnerConfig(discount=cfg.discount, entropy_beta=cfg.entropy_beta,
@@ -152,7 +158,7 @@ class GA3C:
                       reward_clip=cfg.reward_clip,
                       loss_reduction=cfg.loss_reduction,
                       grad_clip_norm=cfg.grad_clip_norm),
-        after_update=tl.after_update)
+        after_update=tl.after_update, jit_compile=cfg.jit_compile_train)
     self.trainer = Trainer(self.learner, self.queues,
                            min_segments=cfg.segments_per_min_batch,
                            max_segments=cfg.segments_per_max_batch,
@@ -179,6 +185,7 @@ class GA3C:
     self._adjust_last = None  # (trained samples, time) at the last trial.
     self._controller_steps = int(self.counters["train_steps"].numpy())
     self.summary: Dict = {}
+    self.precision_report: Optional[Dict] = None  # set by run() once traced
 
   # -- State ----------------------------------------------------------------
 
@@ -269,7 +276,8 @@ class GA3C:
                          self.observation_dtype)
     return export.export_policy(
         self.policy, spec, os.path.join(self.config.logdir, "saved_model"),
-        env_protocol=self.config.protocol)
+        env_protocol=self.config.protocol,
+        extra_metadata={"precision": self.precision_report} if self.precision_report else None)
 
   def _maybe_profile(self) -> None:
     if self.config.profile_steps is None or self._profile_done:
@@ -345,8 +353,11 @@ class GA3C:
     cfg = self.config
     # Trace every loop once before the threads race to do it.
     self.agents.run_segment.get_concrete_function()
-    self.predictor.predict.get_concrete_function()
-    self.trainer.train.get_concrete_function()
+    self.precision_report = precision.report(
+        self.precision, train=self.trainer.train.get_concrete_function(),
+        predict=self.predictor.predict.get_concrete_function())
+    logging.info("GA3C %s", precision.describe(self.precision_report))
+    self.stats.text("run/precision", precision.describe(self.precision_report), self.frames)
     start_time = time.time()
     last_stats = last_ckpt = last_adjust = start_time
     try:
@@ -428,6 +439,7 @@ class GA3C:
         # "error": the loop itself raised) and the rolling score then.
         "stop_reason": self._stop[0],
         "stop_rolling_score": self._stop[1],
+        "precision": self.precision_report,
     }
     try:
       self.summary["checkpoint"] = self.save()
