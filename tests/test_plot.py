@@ -95,7 +95,8 @@ class PlotGaRunTest(tf.test.TestCase):
     (line,) = by_wall.lines
     np.testing.assert_allclose(line.get_xdata(), [t - start for _, t, _ in elite], atol=1e-3)
     np.testing.assert_allclose(line.get_ydata(), [v for _, _, v in elite], rtol=1e-6)
-    self.assertEqual(by_frames.get_ylabel(), "ga/elite")
+    # The tag in words, with the run's --elite_episodes read from its flags.txt.
+    self.assertEqual(by_frames.get_ylabel(), "elite score (mean of 2 episodes)")
     self.assertEqual(by_frames.get_xlabel(), "frames")
     self.assertEqual(by_wall.get_xlabel(), "wall-clock seconds")
 
@@ -106,6 +107,7 @@ class PlotGaRunTest(tf.test.TestCase):
     (ax,) = fig.axes
     np.testing.assert_allclose(ax.lines[0].get_ydata(), [v for _, _, v in events["ga/best"]],
                                rtol=1e-6)
+    self.assertEqual(ax.get_ylabel(), "best individual's score")
 
   def test_unknown_tag_is_one_line(self):
     out = _run(["-m", "tfrl.plot", f"--logdir={self.run_dir}", "--tag=ga/nope",
@@ -154,6 +156,7 @@ class PlotHandMadeEventsTest(tf.test.TestCase):
     np.testing.assert_allclose(ax.lines[0].get_ydata(), [1.0, 12.0, 25.0])
     np.testing.assert_allclose(ax.lines[1].get_ydata(), [5.0, 5.0, 5.0])
     self.assertEqual(ax.get_xlabel(), "env steps")
+    self.assertEqual(ax.get_ylabel(), "evaluation return")  # no flags.txt: no episode count
     self.assertLen(ax.collections, 1)  # one band, for the label with two runs
     curves = [plot.load_curve(a), plot.load_curve(b)]
     x, mean, low, high = plot.aggregate(curves, "frames", "minmax")
@@ -190,6 +193,28 @@ class PlotHandMadeEventsTest(tf.test.TestCase):
     # 30 s of the first process, then the second's own clock (its first event
     # at 0 s of it, step 2 at 10 s).
     np.testing.assert_allclose(curve.seconds, [0.0, 10.0, 40.0, 50.0, 60.0])
+
+  def test_axis_words_and_label_flags(self):
+    logdir = os.path.join(self.get_temp_dir(), "ga3c")
+    os.makedirs(logdir)
+    _write_events(os.path.join(logdir, "events.out.tfevents.1.h.1.0.v2"), 0.0,
+                  [(t, s, s, 1.0) for s in (1, 2) for t in ("episode/rolling_score", "loss/total")])
+    self.assertEqual(plot.load_curve(logdir).words, "rolling score")
+    with open(os.path.join(logdir, "flags.txt"), "w") as f:
+      f.write("--game=PongNoFrameskip-v4\n--score_window=10\n--nodynamic_adjustment\n")
+    self.assertEqual(plot.load_curve(logdir).words, "rolling score (10 episodes)")
+    self.assertEqual(plot.load_curve(logdir, "loss/total").words, "loss/total")  # not named
+    out = os.path.join(self.get_temp_dir(), "labels.png")
+    fig = plot.plot(plot.PlotConfig(logdirs=(logdir,), out=out))
+    by_frames, by_wall = fig.axes
+    self.assertEqual(by_frames.get_ylabel(), "rolling score (10 episodes)")
+    self.assertEqual(by_wall.get_xlabel(), "wall-clock seconds")
+    fig = plot.plot(plot.PlotConfig(logdirs=(logdir,), out=out, ylabel="Pong score",
+                                    xlabel="emulator frames"))
+    by_frames, by_wall = fig.axes
+    self.assertEqual([a.get_ylabel() for a in fig.axes], ["Pong score", "Pong score"])
+    self.assertEqual(by_frames.get_xlabel(), "emulator frames")
+    self.assertEqual(by_wall.get_xlabel(), "wall-clock seconds")
 
   def test_default_tags(self):
     td3 = self._td3_run("td3_one_eval", [7.0])
