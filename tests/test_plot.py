@@ -2,6 +2,7 @@
 hand-made event files for seeds, resumes and errors."""
 
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -243,6 +244,40 @@ class PlotHandMadeEventsTest(tf.test.TestCase):
       plot.PlotConfig(logdirs=("a", "b"), labels=("x",))
     with self.assertRaisesRegex(ValueError, "'frames' or 'wall'"):
       plot.PlotConfig(logdirs=("a",), x=("time",))
+
+
+class ChartsTest(tf.test.TestCase):
+  """benchmarks/charts.py draws result JSON with rows and axes in words."""
+
+  test_session = None
+
+  def test_curve_chart_draws_the_points_of_the_json(self):
+    tmp = self.get_temp_dir()
+    record = {"curve": [{"frames": 1000 * i, "seconds": 30.0 * i, "rolling_score": -21.0 + i}
+                        for i in range(1, 6)]}
+    with open(os.path.join(tmp, "pong.json"), "w") as f:
+      json.dump(record, f)
+    out = os.path.join(tmp, "pong.png")
+    _run(["benchmarks/charts.py", "curve", os.path.join(tmp, "pong.json"), out,
+          "--ylabel=rolling score (100 episodes)", "--label=GA3C"])
+    with Image.open(out) as image:
+      self.assertEqual(image.size, (840, 320))
+    bad = _run(["benchmarks/charts.py", "curve", os.path.join(tmp, "pong.json"), out,
+                "--y=elite"], check=False)
+    self.assertNotEqual(bad.returncode, 0)
+    self.assertIn("have no 'elite'", bad.stderr)
+
+  def test_ga_rows_in_words(self):
+    # In a subprocess: charts.py defines its absl flags when imported.
+    words = subprocess.run(
+        [sys.executable, "-c", "import charts; print(charts.ga_run_words(%r)); "
+         "print(charts.ga_run_words(%r)); print(charts.ga_run_words('other'))"
+         % ("env-only groups=2 loop", "GA large bfloat16 incremental g=2 eps=8")],
+        env=dict(_ENV, PYTHONPATH=os.pathsep.join([os.path.join(_ROOT, "benchmarks"), _ROOT])),
+        capture_output=True, text=True, check=True, timeout=120).stdout.splitlines()
+    self.assertEqual(words, ["env-only, graph loop, 2 slot groups",
+                             "GA, large net, bfloat16 kernels,",
+                             "incremental inference, 8 episodes per network", "other"])
 
 
 if __name__ == "__main__":
