@@ -1,4 +1,4 @@
-"""Draws benchmark result JSON as bar charts (PNG) for the docs.
+"""Draws benchmark result JSON as charts (PNG) for the docs.
 
     python benchmarks/charts.py env benchmarks/results/env_throughput_zen4.json \\
         docs/images/env_throughput.png
@@ -6,24 +6,56 @@
         docs/images/ga_throughput.png
     python benchmarks/charts.py ga3c benchmarks/results/ga3c_throughput_zen4.json \\
         docs/images/ga3c_throughput.png
+    python benchmarks/charts.py curve benchmarks/results/ga3c_pong_zen4.json \\
+        docs/images/ga3c_pong.png --ylabel="rolling score (100 episodes)" \\
+        --title="GA3C on Pong: rolling score over 100 episodes" \\
+        --label="GA3C, flags/ga3c_pong.flags, Zen 4 VM (2 cores)"
+    python benchmarks/charts.py curve benchmarks/results/ga_frostbite_zen4.json \\
+        docs/images/ga_frostbite.png --ylabel="elite score (mean of 5 episodes)" \\
+        --title="Deep GA on Frostbite: elite score" \\
+        --label="GA, flags/ga_frostbite_small.flags, Zen 4 VM (2 cores)"
 
 `env`: frames/s of each row of `env_throughput.py` (tfrl's rows in one
 colour, the peers in another). `ga`: each GA run's median round ratio to the
 best env-only run of `ga_throughput.py`. `ga3c`: env-only against training
 frames/s of `ga3c_throughput.py`. The machine and date come from the JSON's
-provenance and go into the title.
+provenance and go into the title. `curve`: a learning curve stored in the
+JSON's `curve` (points with `frames`, `seconds` and the score field, `--y`),
+drawn by `tfrl.plot` against frames and wall-clock time. Rows and axes are
+labelled in words; `--xlabel` / `--ylabel` replace the value axis's and the
+other axis's labels (for `curve`: the frames axis and the score axis).
 """
 
 import json
 import os
-import sys
+import re
 
+from absl import app
+from absl import flags
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+import numpy as np  # pylint: disable=g-import-not-at-top
+
+_XLABEL = flags.DEFINE_string("xlabel", "", "Label of the value axis (curve: the frames axis); "
+                              "empty: the chart's own words.")
+_YLABEL = flags.DEFINE_string("ylabel", "", "Label of the other axis (curve: the score axis); "
+                              "empty: none for bar charts, the score field in words for curve.")
+_TITLE = flags.DEFINE_string("title", "", "Title; empty: the chart's own (bar charts: with the "
+                             "machine and date).")
+_LABEL = flags.DEFINE_string("label", "", "curve: the legend label; empty: the JSON's file name.")
+_Y = flags.DEFINE_string("y", "", "curve: the score field of each point; empty: rolling_score "
+                         "or elite, whichever the points hold.")
 
 OURS, PEER = "#1f77b4", "#999999"
+
+# curve: a score field in words when --ylabel gives none, and its tfrl tag.
+CURVE_FIELDS = {"rolling_score": ("rolling score", "episode/rolling_score"),
+                "elite": ("elite score", "ga/elite")}
+PRECISION_WORDS = {"float32": "float32", "bfloat16": "bfloat16 kernels",
+                   "bfloat16_conv_inputs": "bfloat16 kernels + conv inputs"}
+ENV_ROW_WORDS = {"tfrl op env, tf.function": "tfrl op env, tf.function loop"}
 
 
 def _machine(record):
@@ -41,8 +73,10 @@ def _bars(labels, values, colours, xlabel, title, out, fmt="{:,.0f}"):
   ys = range(len(labels))[::-1]
   ax.barh(list(ys), values, color=colours)
   ax.set_yticks(list(ys), labels)
-  ax.set_xlabel(xlabel)
-  ax.set_title(title, fontsize=10)
+  ax.set_xlabel(_XLABEL.value or xlabel)
+  if _YLABEL.value:
+    ax.set_ylabel(_YLABEL.value)
+  ax.set_title(_TITLE.value or title, fontsize=10)
   for y, v in zip(ys, values):
     ax.text(v, y, " " + fmt.format(v), va="center", fontsize=8)
   ax.set_xlim(0, max(values) * 1.18)
@@ -54,16 +88,31 @@ def _bars(labels, values, colours, xlabel, title, out, fmt="{:,.0f}"):
 
 def env_chart(record, out):
   rows = [r for r in record["results"] if r.get("frames_per_second")]
-  labels = [f"{r['name']} ({r['num_envs']})" for r in rows]
+  labels = [f"{ENV_ROW_WORDS.get(r['name'], r['name'])} ({r['num_envs']})" for r in rows]
   values = [r["frames_per_second"] for r in rows]
   colours = [OURS if r["name"].startswith("tfrl") else PEER for r in rows]
   _bars(labels, values, colours, "frames/s (best round; emulators in brackets)",
         f"Pong env throughput\n{_machine(record)}", out)
 
 
+def ga_run_words(run):
+  """A `ga_throughput.py` row name in words ("env-only groups=2 loop" ->
+  "env-only, graph loop, 2 slot groups"); a name it does not know as it is."""
+  env = re.fullmatch(r"env-only groups=(\d+)( loop)?", run)
+  if env:
+    how = "graph loop" if env.group(2) else "one call per step"
+    return f"env-only, {how}, {env.group(1)} slot groups"
+  ga = re.fullmatch(r"GA (\w+) (\w+) (\w+) g=(\d+) eps=(\d+)", run)
+  if ga:
+    arch, precision, inference, _, episodes = ga.groups()
+    return (f"GA, {arch} net, {PRECISION_WORDS.get(precision, precision)},\n"
+            f"{inference} inference, {episodes} episodes per network")
+  return run
+
+
 def ga_chart(record, out):
   rows = record["results"]
-  labels = [r["run"] for r in rows]
+  labels = [ga_run_words(r["run"]) for r in rows]
   values = [r["median_round_wall_ratio"] for r in rows]
   colours = [PEER if r["run"].startswith("env-only") else OURS for r in rows]
   _bars(labels, values, colours, "median round ratio to the best env-only frames/s",
@@ -77,17 +126,42 @@ def ga3c_chart(record, out):
         f"GA3C on Pong\n{_machine(record)}", out)
 
 
+def curve_chart(record, out, path):
+  """`record["curve"]` drawn as tfrl.plot draws a run, against frames and wall time."""
+  from tfrl import plot  # pylint: disable=import-outside-toplevel
+  points = record["curve"]
+  field = _Y.value or next((f for f in CURVE_FIELDS if f in points[0]), "")
+  if field not in points[0]:
+    raise app.UsageError(f"{path}: its curve's points have no '{field or 'rolling_score'}' "
+                         f"(they hold {', '.join(points[0])}): pass --y.")
+  words, tag = CURVE_FIELDS.get(field, (field, field))
+  column = lambda key: np.asarray([p[key] for p in points], np.float64)
+  curve = plot.Curve(path, tag, np.arange(len(points)), column(field), column("frames"),
+                     column("seconds"), "frames", _YLABEL.value or words)
+  config = plot.PlotConfig(logdirs=(path,), out=out, title=_TITLE.value,
+                           xlabel=_XLABEL.value, ylabel=_YLABEL.value)
+  label = _LABEL.value or os.path.basename(path)
+  fig = plot.draw([(label, [curve])], config)
+  os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+  fig.savefig(out, dpi=config.dpi)
+
+
 CHARTS = {"env": env_chart, "ga": ga_chart, "ga3c": ga3c_chart}
 
 
 def main(argv):
-  if len(argv) != 4 or argv[1] not in CHARTS:
-    sys.exit(f"usage: charts.py {{{'|'.join(CHARTS)}}} RESULT.json OUT.png")
-  with open(argv[2]) as f:
+  kinds = [*CHARTS, "curve"]
+  if len(argv) != 4 or argv[1] not in kinds:
+    raise app.UsageError(f"usage: charts.py {{{'|'.join(kinds)}}} RESULT.json OUT.png [flags]")
+  kind, path, out = argv[1:]
+  with open(path) as f:
     record = json.load(f)
-  CHARTS[argv[1]](record, argv[3])
-  print(f"wrote {argv[3]}")
+  if kind == "curve":
+    curve_chart(record, out, path)
+  else:
+    CHARTS[kind](record, out)
+  print(f"wrote {out}")
 
 
 if __name__ == "__main__":
-  main(sys.argv)
+  app.run(main)

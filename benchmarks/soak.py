@@ -91,8 +91,8 @@ def main(argv):
       f.close()
 
   rows = []
-  print(f"\n{'run':<6} | {'exit':>4} | {'minutes':>7} | {'RSS at warm-up MB':>17} | "
-          f"{'RSS at end MB':>13} | {'growth':>7} | {'fds warm-up/end':>15} | flat (< 5%)")
+  print(f"\n{'run':<6} | {'exit':>4} | {'minutes':>7} | {'RSS at warm-up MiB':>18} | "
+          f"{'RSS at end MiB':>14} | {'growth':>7} | {'fds warm-up/end':>15} | flat (< 5%)")
   for name, runs in samples.items():
     if not runs:
       rows.append({"run": name, "exit": procs[name].returncode, "samples": 0})
@@ -106,7 +106,7 @@ def main(argv):
                  "growth_after_warmup": growth, "fds_warmup": warm["fds"],
                  "fds_end": end["fds"], "flat": growth < 0.05, "samples": runs})
     print(f"{name:<6} | {procs[name].returncode!s:>4} | {end['minute']:>7.1f} | "
-          f"{warm['rss'] / 2**20:>17.0f} | {end['rss'] / 2**20:>13.0f} | "
+          f"{warm['rss'] / 2**20:>18.0f} | {end['rss'] / 2**20:>14.0f} | "
           f"{growth:>6.1%} | {warm['fds']:>7}/{end['fds']:<7} | {growth < 0.05}")
   with open(_OUTPUT.value, "w") as f:
     json.dump({"provenance": record, "minutes": _MINUTES.value,

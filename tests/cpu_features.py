@@ -1,13 +1,7 @@
-"""The CPU's feature flags, for tests that skip what the CPU cannot run."""
+"""The CPU's feature flags, for tests that skip what the CPU cannot run.
 
+`cpu_flags()` is `tfrl.precision.cpu_flags`: the flags of /proc/cpuinfo (an
+empty set elsewhere), read by one function for the library and the tests.
+"""
 
-def cpu_flags():
-  """The CPU's feature flags from /proc/cpuinfo (empty set elsewhere)."""
-  try:
-    with open("/proc/cpuinfo") as f:
-      for line in f:
-        if line.startswith("flags"):
-          return set(line.split(":", 1)[1].split())
-  except OSError:
-    pass
-  return set()
+from tfrl.precision import cpu_flags  # pylint: disable=unused-import

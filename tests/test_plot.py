@@ -2,6 +2,7 @@
 hand-made event files for seeds, resumes and errors."""
 
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -95,7 +96,8 @@ class PlotGaRunTest(tf.test.TestCase):
     (line,) = by_wall.lines
     np.testing.assert_allclose(line.get_xdata(), [t - start for _, t, _ in elite], atol=1e-3)
     np.testing.assert_allclose(line.get_ydata(), [v for _, _, v in elite], rtol=1e-6)
-    self.assertEqual(by_frames.get_ylabel(), "ga/elite")
+    # The tag in words, with the run's --elite_episodes read from its flags.txt.
+    self.assertEqual(by_frames.get_ylabel(), "elite score (mean of 2 episodes)")
     self.assertEqual(by_frames.get_xlabel(), "frames")
     self.assertEqual(by_wall.get_xlabel(), "wall-clock seconds")
 
@@ -106,6 +108,7 @@ class PlotGaRunTest(tf.test.TestCase):
     (ax,) = fig.axes
     np.testing.assert_allclose(ax.lines[0].get_ydata(), [v for _, _, v in events["ga/best"]],
                                rtol=1e-6)
+    self.assertEqual(ax.get_ylabel(), "best individual's score")
 
   def test_unknown_tag_is_one_line(self):
     out = _run(["-m", "tfrl.plot", f"--logdir={self.run_dir}", "--tag=ga/nope",
@@ -154,6 +157,7 @@ class PlotHandMadeEventsTest(tf.test.TestCase):
     np.testing.assert_allclose(ax.lines[0].get_ydata(), [1.0, 12.0, 25.0])
     np.testing.assert_allclose(ax.lines[1].get_ydata(), [5.0, 5.0, 5.0])
     self.assertEqual(ax.get_xlabel(), "env steps")
+    self.assertEqual(ax.get_ylabel(), "evaluation return")  # no flags.txt: no episode count
     self.assertLen(ax.collections, 1)  # one band, for the label with two runs
     curves = [plot.load_curve(a), plot.load_curve(b)]
     x, mean, low, high = plot.aggregate(curves, "frames", "minmax")
@@ -191,6 +195,28 @@ class PlotHandMadeEventsTest(tf.test.TestCase):
     # at 0 s of it, step 2 at 10 s).
     np.testing.assert_allclose(curve.seconds, [0.0, 10.0, 40.0, 50.0, 60.0])
 
+  def test_axis_words_and_label_flags(self):
+    logdir = os.path.join(self.get_temp_dir(), "ga3c")
+    os.makedirs(logdir)
+    _write_events(os.path.join(logdir, "events.out.tfevents.1.h.1.0.v2"), 0.0,
+                  [(t, s, s, 1.0) for s in (1, 2) for t in ("episode/rolling_score", "loss/total")])
+    self.assertEqual(plot.load_curve(logdir).words, "rolling score")
+    with open(os.path.join(logdir, "flags.txt"), "w") as f:
+      f.write("--game=PongNoFrameskip-v4\n--score_window=10\n--nodynamic_adjustment\n")
+    self.assertEqual(plot.load_curve(logdir).words, "rolling score (10 episodes)")
+    self.assertEqual(plot.load_curve(logdir, "loss/total").words, "loss/total")  # not named
+    out = os.path.join(self.get_temp_dir(), "labels.png")
+    fig = plot.plot(plot.PlotConfig(logdirs=(logdir,), out=out))
+    by_frames, by_wall = fig.axes
+    self.assertEqual(by_frames.get_ylabel(), "rolling score (10 episodes)")
+    self.assertEqual(by_wall.get_xlabel(), "wall-clock seconds")
+    fig = plot.plot(plot.PlotConfig(logdirs=(logdir,), out=out, ylabel="Pong score",
+                                    xlabel="emulator frames"))
+    by_frames, by_wall = fig.axes
+    self.assertEqual([a.get_ylabel() for a in fig.axes], ["Pong score", "Pong score"])
+    self.assertEqual(by_frames.get_xlabel(), "emulator frames")
+    self.assertEqual(by_wall.get_xlabel(), "wall-clock seconds")
+
   def test_default_tags(self):
     td3 = self._td3_run("td3_one_eval", [7.0])
     _write_events(os.path.join(td3, "events.out.tfevents.2.host.1.1.v2"), 1001.0,
@@ -218,6 +244,40 @@ class PlotHandMadeEventsTest(tf.test.TestCase):
       plot.PlotConfig(logdirs=("a", "b"), labels=("x",))
     with self.assertRaisesRegex(ValueError, "'frames' or 'wall'"):
       plot.PlotConfig(logdirs=("a",), x=("time",))
+
+
+class ChartsTest(tf.test.TestCase):
+  """benchmarks/charts.py draws result JSON with rows and axes in words."""
+
+  test_session = None
+
+  def test_curve_chart_draws_the_points_of_the_json(self):
+    tmp = self.get_temp_dir()
+    record = {"curve": [{"frames": 1000 * i, "seconds": 30.0 * i, "rolling_score": -21.0 + i}
+                        for i in range(1, 6)]}
+    with open(os.path.join(tmp, "pong.json"), "w") as f:
+      json.dump(record, f)
+    out = os.path.join(tmp, "pong.png")
+    _run(["benchmarks/charts.py", "curve", os.path.join(tmp, "pong.json"), out,
+          "--ylabel=rolling score (100 episodes)", "--label=GA3C"])
+    with Image.open(out) as image:
+      self.assertEqual(image.size, (840, 320))
+    bad = _run(["benchmarks/charts.py", "curve", os.path.join(tmp, "pong.json"), out,
+                "--y=elite"], check=False)
+    self.assertNotEqual(bad.returncode, 0)
+    self.assertIn("have no 'elite'", bad.stderr)
+
+  def test_ga_rows_in_words(self):
+    # In a subprocess: charts.py defines its absl flags when imported.
+    words = subprocess.run(
+        [sys.executable, "-c", "import charts; print(charts.ga_run_words(%r)); "
+         "print(charts.ga_run_words(%r)); print(charts.ga_run_words('other'))"
+         % ("env-only groups=2 loop", "GA large bfloat16 incremental g=2 eps=8")],
+        env=dict(_ENV, PYTHONPATH=os.pathsep.join([os.path.join(_ROOT, "benchmarks"), _ROOT])),
+        capture_output=True, text=True, check=True, timeout=120).stdout.splitlines()
+    self.assertEqual(words, ["env-only, graph loop, 2 slot groups",
+                             "GA, large net, bfloat16 kernels,",
+                             "incremental inference, 8 episodes per network", "other"])
 
 
 if __name__ == "__main__":

@@ -92,7 +92,8 @@ class _Exported(tf.Module):
 
 
 def export_policy(policy_module, observation_spec: tf.TensorSpec,
-                  export_dir: str, env_protocol=None) -> str:
+                  export_dir: str, env_protocol=None,
+                  extra_metadata: Optional[Dict[str, Any]] = None) -> str:
   """Saves `policy_module` as a SavedModel policy under `export_dir`.
 
   Args:
@@ -105,6 +106,8 @@ def export_policy(policy_module, observation_spec: tf.TensorSpec,
       it, then renamed), so a reader never sees half a policy.
     env_protocol: the `tfrl.envs.EnvProtocol` the policy plays on, written to
       `assets.extra/tfrl_policy.json` (None: no metadata).
+    extra_metadata: more JSON-ready entries for that file (e.g. the
+      `precision` a GA3C network computed in); only with `env_protocol`.
 
   Returns:
     `export_dir`.
@@ -137,7 +140,7 @@ def export_policy(policy_module, observation_spec: tf.TensorSpec,
     tf.saved_model.save(exported, tmp_dir,
                         signatures={SIGNATURE_KEY: concrete})
     if env_protocol is not None:
-      _write_metadata(tmp_dir, env_protocol)
+      _write_metadata(tmp_dir, env_protocol, extra_metadata or {})
   except BaseException:
     # E.g. a full disk: no half-written policy stays behind; export_dir, if
     # any, is the previous one, untouched.
@@ -152,10 +155,10 @@ def export_policy(policy_module, observation_spec: tf.TensorSpec,
   return export_dir
 
 
-def _write_metadata(export_dir: str, env_protocol) -> None:
+def _write_metadata(export_dir: str, env_protocol, extra: Dict[str, Any]) -> None:
   path = os.path.join(export_dir, METADATA_FILE)
   os.makedirs(os.path.dirname(path), exist_ok=True)
-  atomic_files.write_json(path, {"format": METADATA_FORMAT, "version": METADATA_VERSION,
+  atomic_files.write_json(path, {**extra, "format": METADATA_FORMAT, "version": METADATA_VERSION,
                                  "env_protocol": env_protocol.resolved().to_json()},
                           indent=1)
 

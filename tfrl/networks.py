@@ -6,6 +6,11 @@ Stable layer names, addressable by `--layer_plan` (globs allowed):
   MLPTorso:                 `<torso name>/dense_<i>`
   ActorCritic heads:        `policy`, `value`
 The default torso name is `torso` (so `torso/dense_0`).
+
+Mixed precision: a torso built with `compute_dtype=tf.bfloat16` computes its
+layers (and ActorCritic its heads) in bfloat16 on float32 variables, and
+ActorCritic returns float32 logits and values (see `tfrl.precision`). The
+default float32 builds exactly the graph they built before that option.
 """
 
 import dataclasses
@@ -14,6 +19,7 @@ from typing import Sequence, Tuple
 import tensorflow as tf
 
 from tfrl import layers as tl
+from tfrl import precision
 from tfrl.layers import spec as spec_lib
 
 
@@ -35,14 +41,23 @@ CONV_NETS = {
 }
 
 
+def _check_compute_dtype(dtype, cls) -> tf.DType:
+  dtype = tf.as_dtype(dtype)
+  if dtype not in (tf.float32, tf.bfloat16):
+    raise ValueError(f"{cls}: compute_dtype must be float32 or bfloat16, got {dtype.name}.")
+  return dtype
+
+
 class _ConvTorso(tf.Module):
-  """uint8 [B, H, W, C] -> scaled to [0, 1] -> convs -> flatten -> dense."""
+  """uint8 [B, H, W, C] -> scaled to [0, 1] -> convs -> flatten -> dense,
+  in `compute_dtype` from the scaled input on."""
 
   _SHAPE: ConvNetShape
   _PADDING = "VALID"
 
-  def __init__(self, plan=None, *, name="torso"):
+  def __init__(self, plan=None, *, compute_dtype=tf.float32, name="torso"):
     super().__init__(name=name)
+    self.compute_dtype = _check_compute_dtype(compute_dtype, type(self).__name__)
     plan = spec_lib.as_plan(plan)
     self.convs = []
     for i, (filters, kernel, stride) in enumerate(self._SHAPE.convs):
@@ -56,6 +71,7 @@ class _ConvTorso(tf.Module):
   def __call__(self, obs):
     x = tf.convert_to_tensor(obs)
     x = tf.cast(x, tf.float32) / 255.0 if x.dtype == tf.uint8 else tf.cast(x, tf.float32)
+    x = precision.to_compute(x, self.compute_dtype)
     for conv in self.convs:
       x = conv(x)
     x = tf.reshape(x, [-1, x.shape[1] * x.shape[2] * x.shape[3]])
@@ -82,8 +98,9 @@ class MLPTorso(tf.Module):
   """Flatten -> dense(h) -> activation, for each h in hidden_sizes."""
 
   def __init__(self, hidden_sizes: Sequence[int], plan=None, *, activation="relu",
-               name="torso"):
+               compute_dtype=tf.float32, name="torso"):
     super().__init__(name=name)
+    self.compute_dtype = _check_compute_dtype(compute_dtype, type(self).__name__)
     hidden_sizes = tuple(hidden_sizes)
     if not hidden_sizes or any(not isinstance(h, int) or h < 1 for h in hidden_sizes):
       raise ValueError(f"MLPTorso: hidden_sizes must be positive ints, got {hidden_sizes!r}.")
@@ -99,6 +116,7 @@ class MLPTorso(tf.Module):
     if x.shape.rank != 2:
       x = tf.reshape(x, [tf.shape(x)[0], -1]) if x.shape[1:].num_elements() is None else \
           tf.reshape(x, [-1, x.shape[1:].num_elements()])
+    x = precision.to_compute(x, self.compute_dtype)
     for layer in self.hidden:
       x = layer(x)
     return x
@@ -107,7 +125,8 @@ class MLPTorso(tf.Module):
 class ActorCritic(tf.Module):
   """Shared torso with a policy head (`policy`) and a value head (`value`).
 
-  `__call__(obs)` returns `(logits [B, A], value [B])`.
+  `__call__(obs)` returns `(logits [B, A], value [B])`, float32 whatever
+  the torso's `compute_dtype` (the heads compute in it too).
   """
 
   def __init__(self, num_actions: int, torso: tf.Module, plan=None, *, name="actor_critic"):
@@ -122,6 +141,12 @@ class ActorCritic(tf.Module):
     self.policy = tl.make_dense(num_actions, plan.spec_for("policy"), name="policy")
     self.value = tl.make_dense(1, plan.spec_for("value"), name="value")
 
+  @property
+  def compute_dtype(self) -> tf.DType:
+    """The dtype the torso and heads compute in (float32 for torsos without one)."""
+    return getattr(self.torso, "compute_dtype", tf.float32)
+
   def __call__(self, obs):
     h = self.torso(obs)
-    return self.policy(h), tf.squeeze(self.value(h), axis=-1)
+    logits = tf.cast(self.policy(h), tf.float32)   # no op when already float32
+    return logits, tf.cast(tf.squeeze(self.value(h), axis=-1), tf.float32)

@@ -21,6 +21,11 @@ steps). Wall-clock time is counted from the run's first event, with the
 pauses between a run and its `--resume` left out; points a resumed run wrote
 again (from its checkpoint's step on) replace the earlier ones, as
 TensorBoard does.
+
+The y axis is labelled in words for the tags tfrl writes ("rolling score
+(100 episodes)" for `episode/rolling_score`, the count read from the run's
+`flags.txt`), and with the tag itself for any other; `--ylabel` and
+`--xlabel` (the frames axis) replace them.
 """
 
 import dataclasses
@@ -44,6 +49,23 @@ NEUROEVOLUTION_SCORES = ("ga/elite", "es/elite", "random_search/elite")
 TD3_EVAL, TD3_TRAIN = "eval/return", "train/episode_return"
 DEFAULT_TAGS = (GA3C_SCORE, *NEUROEVOLUTION_SCORES, TD3_EVAL, TD3_TRAIN)
 
+# Axis words for the tags tfrl writes. "{flag}" is the run's value of that
+# flag, from its flags.txt; a run without one gets the words before " (".
+TAG_WORDS = {
+    GA3C_SCORE: "rolling score ({score_window} episodes)",
+    "ga/elite": "elite score (mean of {elite_episodes} episodes)",
+    "random_search/elite": "elite score (mean of {elite_episodes} episodes)",
+    "es/elite": "centre's score (mean of {center_episodes} episodes)",
+    TD3_EVAL: "evaluation return (mean of {eval_episodes} episodes)",
+    TD3_TRAIN: "training episode return",
+}
+# GA, ES and random search write these per generation as "<algorithm>/<key>".
+GENERATION_WORDS = {
+    "best": "best individual's score", "mean": "population's mean score",
+    "frames": "frames", "frames_per_second": "frames/s",
+    "generation_seconds": "seconds per generation", "nan_returns": "NaN returns",
+}
+
 
 @dataclasses.dataclass(frozen=True)
 class PlotConfig:
@@ -59,6 +81,10 @@ class PlotConfig:
   height: int = flagconfig.field(320, "Image height in pixels.")
   dpi: int = flagconfig.field(100, "Dots per inch (sets the font size relative to the image).")
   title: str = flagconfig.field("", "Figure title; empty: none.")
+  ylabel: str = flagconfig.field(
+      "", "y axis label; empty: the tag in words (e.g. 'rolling score (100 episodes)').")
+  xlabel: str = flagconfig.field(
+      "", "Label of the frames axis; empty: its unit (frames, env steps or step).")
   logdirs: Tuple[str, ...] = flagconfig.field(
       (), "A run's TensorBoard directory; repeat for more runs.", flag="logdir", multi=True)
   labels: Tuple[str, ...] = flagconfig.field(
@@ -89,6 +115,7 @@ class Curve:
   frames: np.ndarray   # x for --x=frames
   seconds: np.ndarray  # x for --x=wall
   x_unit: str          # "frames", "env steps" or "step"
+  words: str = ""      # the tag in words, for the y axis
 
   def xs(self, axis: str) -> np.ndarray:
     return self.frames if axis == "frames" else self.seconds
@@ -180,6 +207,31 @@ def read_scalars(logdir: str) -> Scalars:
   return Scalars(logdir, out)
 
 
+def run_flags(logdir: str) -> Dict[str, str]:
+  """The `--name=value` lines of the run's flags.txt ({} without one)."""
+  try:
+    with open(os.path.join(logdir, "flags.txt")) as f:
+      lines = f.read().splitlines()
+  except OSError:
+    return {}
+  pairs = (line[2:].split("=", 1) for line in lines if line.startswith("--") and "=" in line)
+  return {name: value for name, value in pairs}
+
+
+def tag_words(tag: str, flag_values: Dict[str, str]) -> str:
+  """`tag` in words (see TAG_WORDS), or the tag itself for one tfrl does not name."""
+  words = TAG_WORDS.get(tag)
+  if words is None:
+    prefix, _, key = tag.partition("/")
+    if prefix in ("ga", "es", "random_search") and key in GENERATION_WORDS:
+      return GENERATION_WORDS[key]
+    return tag
+  try:
+    return words.format(**flag_values)
+  except KeyError:  # the run wrote no flags.txt (or not that flag)
+    return words.split(" (", 1)[0]
+
+
 def default_tag(scalars: Scalars) -> str:
   """The run's score tag (see the module doc)."""
   series = scalars.series
@@ -222,7 +274,8 @@ def load_curve(logdir: str, tag: Optional[str] = None) -> Curve:
       x_unit = "step"
   if not len(steps):
     raise ValueError(f"--logdir={logdir}: no points of '{tag}' to plot.")
-  return Curve(logdir, tag, steps, values, frames, seconds, x_unit)
+  return Curve(logdir, tag, steps, values, frames, seconds, x_unit,
+               tag_words(tag, run_flags(logdir)))
 
 
 def default_labels(logdirs: Sequence[str]) -> List[str]:
@@ -290,7 +343,7 @@ def draw(groups: Sequence[Tuple[str, List[Curve]]], config: PlotConfig):
   fig = Figure(figsize=(width / config.dpi, config.height / config.dpi), dpi=config.dpi,
                layout="constrained")
   axes = fig.subplots(1, len(config.x), squeeze=False)[0]
-  tags = sorted({c.tag for _, cs in groups for c in cs})
+  words = sorted({c.words or c.tag for _, cs in groups for c in cs})
   units = sorted({c.x_unit for _, cs in groups for c in cs})
   scale, time_unit = _scaled_seconds(groups)
   for ax, axis in zip(axes, config.x):
@@ -304,8 +357,9 @@ def draw(groups: Sequence[Tuple[str, List[Curve]]], config: PlotConfig):
               marker="o" if len(x) == 1 else None)
       if len(curves) > 1 and config.band != "none":
         ax.fill_between(x, low, high, color=color, alpha=0.2, linewidth=0)
-    ax.set_xlabel(" / ".join(units) if axis == "frames" else f"wall-clock {time_unit}")
-    ax.set_ylabel(tags[0] if len(tags) == 1 else "score")
+    frames_label = config.xlabel or " / ".join(units)
+    ax.set_xlabel(frames_label if axis == "frames" else f"wall-clock {time_unit}")
+    ax.set_ylabel(config.ylabel or (words[0] if len(words) == 1 else "score"))
     ax.grid(True, alpha=0.3)
     if axis == "frames":
       ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4))

@@ -11,6 +11,10 @@ from typing import Any, Optional, Tuple
 from tfrl import flagconfig
 from tfrl.envs.protocol import EnvProtocol
 
+# --precision's values (tfrl.precision.CHOICES; not imported here so that the
+# flags are defined without importing TensorFlow).
+PRECISIONS = ("auto", "float32", "bfloat16")
+
 
 @dataclasses.dataclass
 class GA3CConfig:
@@ -88,6 +92,16 @@ class GA3CConfig:
       0.0, "Clip gradients to this global norm; 0 disables.")
   hidden_sizes: Tuple[int, ...] = flagconfig.field(
       (64, 64), "MLP torso sizes for non-image envs.")
+  precision: str = flagconfig.field(
+      "auto", "<auto|float32|bfloat16>: The network's compute dtype (variables, loss "
+      "and optimizer state stay float32). auto: bfloat16 for the conv net where the "
+      "CPU has AVX-512 BF16 or AMX-BF16 (/proc/cpuinfo), else float32.",
+      choices=PRECISIONS)
+  jit_compile_predict: bool = flagconfig.field(
+      False, "XLA-compile the predictors' forward pass (the queue ops stay outside).")
+  jit_compile_train: bool = flagconfig.field(
+      False, "XLA-compile the trainers' loss, gradients and RMSProp step (the queue "
+      "ops and the pruning hook stay outside).")
   layer_plan: Any = None                    # tfrl.layers LayerPlan or None.
   # tfrl.layers.RewardAwareConfig for the `reward_aware` layers (GST's pruned
   # ones); None: its defaults.
@@ -128,6 +142,9 @@ class GA3CConfig:
     self.max_agents = max(self.max_agents, self.agents)
     self.max_predictors = max(self.max_predictors, self.predictors)
     self.max_trainers = max(self.max_trainers, self.trainers)
+    if self.precision not in PRECISIONS:
+      raise ValueError(
+          f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}.")
     if self.loss_reduction not in ("sum", "mean"):
       raise ValueError(
           f"loss_reduction must be 'sum' or 'mean', got {self.loss_reduction!r}.")

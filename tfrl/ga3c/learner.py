@@ -21,6 +21,12 @@ by gradient magnitude) gets the dense gradients of those layers' kernels
 from the training step (already computed for RMSProp, unclipped: clipping
 scales all gradients alike and so keeps their ranking). Networks without such
 layers get no gradients: their training step is the same graph as without RigL.
+
+XLA: with `jit_compile=True` the loss, the gradients, their clipping and the
+optimizer step are one XLA-compiled function (pure compute on the batch and
+the variables); the pruning hook stays outside it. XLA compiles that function
+once per batch shape it meets (a trainer takes between its minimum and
+maximum number of segments).
 """
 
 import dataclasses
@@ -121,7 +127,8 @@ class Learner(tf.Module):
     metrics = learner.train(batch)
 
   Args:
-    network: `net(obs) -> (logits [N, A], value [N] or [N, 1])`.
+    network: `net(obs) -> (logits [N, A], value [N] or [N, 1])`, float32
+      outputs (a bfloat16 network casts them, see `tfrl.precision`).
     optimizer: has `apply(grads, variables)` (tfrl.optimizers.RMSProp).
     config: LearnerConfig.
     after_update: called after every optimizer step as
@@ -129,15 +136,21 @@ class Learner(tf.Module):
       with the (gradient, kernel) pairs of the network's RigL layers when it
       has any (`tfrl.layers.after_update` re-applies pruning masks and
       regrows RigL layers by gradient magnitude); or None.
+    jit_compile: XLA-compile the loss, gradient and optimizer step (see the
+      module docstring).
   """
 
   def __init__(self, network, optimizer, config: LearnerConfig,
-               after_update: Optional[Callable] = None, name=None):
+               after_update: Optional[Callable] = None, jit_compile: bool = False,
+               name=None):
     super().__init__(name=name)
     self.network = network
     self.optimizer = optimizer
     self.config = config
     self._after_update = after_update
+    self.jit_compile = bool(jit_compile)
+    self._update = (tf.function(self._compute_update, jit_compile=True)
+                    if self.jit_compile else self._compute_update)
 
   def loss(self, batch) -> (tf.Tensor, Dict[str, tf.Tensor]):
     """Loss of a batch: obs [B, T+1, ...], action/reward/done [B, T]."""
@@ -167,8 +180,17 @@ class Learner(tf.Module):
     metrics["batch_samples"] = b * t
     return loss, metrics
 
-  def train(self, batch) -> Dict[str, tf.Tensor]:
-    """One gradient step on `batch`; returns scalar metrics."""
+  def _rigl_kernels(self):
+    """The kernels of RigL layers, in `trainable_variables` order (call after
+    the forward pass has built the layers); none without a hook."""
+    if self._after_update is None:
+      return []
+    refs = {l.kernel.ref() for l in tl.layers_of(self.network) if l.needs_gradient}
+    return [v for v in self.network.trainable_variables if v.ref() in refs]
+
+  def _compute_update(self, batch):
+    """Loss, gradients, clipping and the optimizer step; returns the metrics
+    and the unclipped gradients of the RigL kernels."""
     variables = self.network.trainable_variables
     with tf.GradientTape() as tape:
       loss, metrics = self.loss(batch)
@@ -178,13 +200,18 @@ class Learner(tf.Module):
       grads, _ = tf.clip_by_global_norm(grads, self.config.grad_clip_norm,
                                         use_norm=grad_norm)
     self.optimizer.apply(grads, variables)
+    metrics["grad_norm"] = grad_norm
+    rigl = {v.ref() for v in self._rigl_kernels()}
+    return metrics, [g for g, v in zip(raw_grads, variables) if v.ref() in rigl]
+
+  def train(self, batch) -> Dict[str, tf.Tensor]:
+    """One gradient step on `batch`, then the pruning hook; returns scalar metrics."""
+    metrics, rigl_grads = self._update(batch)
     if self._after_update is not None:
       # Checked at trace time, after the forward pass has built the layers.
-      rigl_kernels = {l.kernel.ref() for l in tl.layers_of(self.network) if l.needs_gradient}
+      rigl_kernels = self._rigl_kernels()
       if rigl_kernels:
-        self._after_update(self.network, [(g, v) for g, v in zip(raw_grads, variables)
-                                          if v.ref() in rigl_kernels])
+        self._after_update(self.network, list(zip(rigl_grads, rigl_kernels)))
       else:
         self._after_update(self.network)
-    metrics["grad_norm"] = grad_norm
     return metrics

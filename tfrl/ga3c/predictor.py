@@ -8,7 +8,9 @@ One call of `predict()` (a `tf.function`):
   response_queue[request.agent].enqueue_many({slot, action}) for each agent
 
 A Python thread per predictor only calls `predict` until stopped or until the
-queues close.
+queues close. With `jit_compile=True` the forward pass (uint8 obs -> logits)
+is one XLA-compiled function, compiled once per batch size it meets; the
+queue ops and the sampling stay outside it (XLA cannot hold queue ops).
 """
 
 import tensorflow as tf
@@ -25,21 +27,30 @@ class Predictor(tf.Module):
     batch_size: most requests per forward pass (`prediction_batch_size`).
     counters: dict of int64 tf.Variables; `predictions` and
       `prediction_batches` are incremented here.
+    jit_compile: XLA-compile the forward pass.
   """
 
   def __init__(self, network, queues, *, batch_size: int, counters,
-               name=None):
+               jit_compile: bool = False, name=None):
     super().__init__(name=name)
     self._network = network
     self._queues = queues
     self._batch_size = batch_size
     self._counters = counters
+    self.jit_compile = bool(jit_compile)
+    # obs -> logits, the compute part of `predict` (XLA-compiled or not).
+    self.forward = (tf.function(self._forward, jit_compile=True)
+                    if self.jit_compile else self._forward)
     self.predict = tf.function(self._predict, input_signature=[])
+
+  def _forward(self, obs):
+    logits, _ = self._network(obs)
+    return logits
 
   def _predict(self):
     queues = self._queues
     request = dequeue_between(queues.prediction, 1, self._batch_size)
-    logits, _ = self._network(request["obs"])
+    logits = self.forward(request["obs"])
     action = tf.random.categorical(logits, 1, dtype=tf.int32)[:, 0]
     num_agents = len(queues.responses)
     slots = tf.dynamic_partition(request["slot"], request["agent"], num_agents)

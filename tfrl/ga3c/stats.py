@@ -88,3 +88,7 @@ class Stats:
   def scalar(self, name: str, value: float, frames: int) -> None:
     """One TensorBoard scalar at `frames`."""
     tf.summary.scalar(name, value, step=frames)
+
+  def text(self, name: str, value: str, frames: int) -> None:
+    """One TensorBoard text summary at `frames`."""
+    tf.summary.text(name, value, step=frames)

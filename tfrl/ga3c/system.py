@@ -24,6 +24,7 @@ from tfrl import export
 from tfrl import layers as tl
 from tfrl import networks
 from tfrl import optimizers
+from tfrl import precision
 from tfrl import run_loop
 from tfrl import tf_checkpoints
 from tfrl.envs.protocol import make_env
@@ -42,15 +43,17 @@ COUNTERS = ("env_steps", "episodes", "train_steps", "train_samples",
             "predictions", "prediction_batches")
 
 
-def make_network(config: GA3CConfig, num_actions: int, observation_shape):
+def make_network(config: GA3CConfig, num_actions: int, observation_shape,
+                 compute_dtype=tf.float32):
   """The paper's conv net for image observations, an MLP otherwise."""
   kwargs = {}
   if config.layer_plan is not None:
     kwargs["plan"] = config.layer_plan
   if len(observation_shape) == 3:
-    torso = networks.AtariTorso(**kwargs)
+    torso = networks.AtariTorso(compute_dtype=compute_dtype, **kwargs)
   else:
-    torso = networks.MLPTorso(list(config.hidden_sizes), **kwargs)
+    torso = networks.MLPTorso(list(config.hidden_sizes), compute_dtype=compute_dtype,
+                              **kwargs)
   return networks.ActorCritic(num_actions, torso, **kwargs)
 
 
@@ -90,8 +93,10 @@ class GA3C(run_loop.Algorithm):
     self.frames_per_step = cfg.protocol.frames_per_step
     tf.random.set_seed(cfg.seed)
 
+    self.precision = precision.resolve(
+        cfg.precision, image_network=len(self.observation_shape) == 3)
     self.network = network if network is not None else make_network(
-        cfg, self.num_actions, self.observation_shape)
+        cfg, self.num_actions, self.observation_shape, self.precision.dtype)
     self.network(tf.zeros((1,) + self.observation_shape,
                           self.observation_dtype))  # Create the variables.
     self.optimizer = make_optimizer(cfg)
@@ -131,6 +136,7 @@ class GA3C(run_loop.Algorithm):
     self._adjust_last = None  # (trained samples, time) at the last trial.
     self.restored_from: Optional[str] = None
     self.summary: Dict = {}
+    self.precision_report: Optional[Dict] = None  # set by begin() once traced
 
   def _build_loops(self) -> None:
     """The queues, and the agents, predictor and trainer that their threads call."""
@@ -149,7 +155,8 @@ class GA3C(run_loop.Algorithm):
         counters=self.counters)
     self.predictor = Predictor(self.network, self.queues,
                                batch_size=cfg.prediction_batch_size,
-                               counters=self.counters)
+                               counters=self.counters,
+                               jit_compile=cfg.jit_compile_predict)
     self.learner = Learner(
         self.network, self.optimizer,
         LearnerConfig(discount=cfg.discount, entropy_beta=cfg.entropy_beta,
@@ -157,7 +164,7 @@ class GA3C(run_loop.Algorithm):
                       reward_clip=cfg.reward_clip,
                       loss_reduction=cfg.loss_reduction,
                       grad_clip_norm=cfg.grad_clip_norm),
-        after_update=tl.after_update)
+        after_update=tl.after_update, jit_compile=cfg.jit_compile_train)
     self.trainer = Trainer(self.learner, self.queues,
                            min_segments=cfg.segments_per_min_batch,
                            max_segments=cfg.segments_per_max_batch,
@@ -242,7 +249,8 @@ class GA3C(run_loop.Algorithm):
                          self.observation_dtype)
     return {"saved_model": export.export_policy(
         self.policy, spec, os.path.join(self.config.logdir, "saved_model"),
-        env_protocol=self.config.protocol)}
+        env_protocol=self.config.protocol,
+        extra_metadata={"precision": self.precision_report} if self.precision_report else None)}
 
   def _maybe_profile(self) -> None:
     if self.config.profile_steps is None or self._profile_done:
@@ -280,8 +288,12 @@ class GA3C(run_loop.Algorithm):
     """Traces every loop once (before the threads race to do it), starts the threads."""
     cfg = self.config
     self.agents.run_segment.get_concrete_function()
-    self.predictor.predict.get_concrete_function()
-    self.trainer.train.get_concrete_function()
+    # What precision the traced steps run in (the policy's metadata and the summary say).
+    self.precision_report = precision.report(
+        self.precision, train=self.trainer.train.get_concrete_function(),
+        predict=self.predictor.predict.get_concrete_function())
+    logging.info("GA3C %s", precision.describe(self.precision_report))
+    self.stats.text("run/precision", precision.describe(self.precision_report), self.frames)
     self._start = self._last_stats = self._last_adjust = time.time()
     self._controller_steps = int(self.counters["train_steps"].numpy())
     self.set_worker_count("trainers", cfg.trainers)
@@ -344,6 +356,7 @@ class GA3C(run_loop.Algorithm):
         "fps": self._final_row.get("fps"),
         # The rolling score when the loop ended (see `end`).
         "stop_rolling_score": self._stop_score,
+        "precision": self.precision_report,
     }
 
   def close(self) -> None:

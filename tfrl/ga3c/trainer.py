@@ -8,6 +8,9 @@ One call of `train()` (a `tf.function`):
                                      # the pruning hook (RigL layers get
                                      # their kernels' dense gradients)
 
+The learner's `jit_compile` XLA-compiles its loss, gradient and optimizer
+step; the dequeue stays outside (XLA cannot hold queue ops).
+
 Waiting for at least `training_min_batch_size` samples bounds the number of
 updates per sample, the knob GA3C uses against policy lag.
 """
