@@ -44,14 +44,11 @@ class BadInputTest(parameterized.TestCase):
                      "space left on device")
 
 
-# Short runs of each entry point; the tests below end them before they train.
+# Short runs of the entry points, one per user of the run skeleton (tfrl.run_loop: ES
+# and random search go through the GA's); the tests below end them before they train.
 _ARGS = {
     "tfrl.ga": ["--env=CartPole-v1", "--population=4", "--generations=1", "--num_envs=4",
                 "--hidden=4", "--noise_table_size=10000"],
-    "tfrl.es": ["--env=CartPole-v1", "--population=4", "--generations=1", "--num_envs=4",
-                "--hidden=4", "--noise_table_size=10000"],
-    "tfrl.random_search": ["--env=CartPole-v1", "--population=4", "--generations=1",
-                           "--num_envs=4", "--hidden=4", "--noise_table_size=10000"],
     "tfrl.ga3c": ["--env=CartPole-v1", "--agents=1", "--max_agents=1", "--max_frames=100"],
     "tfrl.td3": ["--env=Pendulum-v1", "--total_steps=20", "--start_steps=10",
                  "--hidden_sizes=8", "--batch_size=4", "--eval_every=0"],

@@ -115,26 +115,27 @@ def test_es_run_on_a_full_disk_ends_in_one_line_with_its_checkpoint(tmp_path):
 
 def test_tf_checkpoint_on_a_full_disk_keeps_the_previous_one(tmp_path):
   result = _in_tmpfs(tmp_path, """
-      import json, sys
+      import json, sys, types
       import numpy as np
       import tensorflow as tf
       from tfrl import cli, tf_checkpoints
       directory = os.path.join(sys.argv[1], "checkpoints")
       weights = tf.Variable(tf.ones([512, 512]))  # 1 MB
-      ckpt = tf.train.Checkpoint(w=weights)
-      saver = tf_checkpoints.RunCheckpoints(ckpt, directory, {"algorithm": "t"}, 3, False)
-      first = saver.save(1)
+      saved = types.SimpleNamespace(checkpoint=tf.train.Checkpoint(w=weights))
+      saver = tf_checkpoints.RunCheckpoints(directory, 3)
+      first = saver.save(saved, 1, {"algorithm": "t"})
       weights.assign(weights * 2)
       fill(sys.argv[1], leave=100_000)
       try:
-        saver.save(2)
+        saver.save(saved, 2, {"algorithm": "t"})
         error = None
       except cli.RunFailed as e:
         error = str(e)
       os.remove(os.path.join(sys.argv[1], "filler"))
       weights.assign(tf.zeros_like(weights))
-      restored = tf_checkpoints.RunCheckpoints(ckpt, directory, {"algorithm": "t"}, 3,
-                                               True).restore_latest()
+      store = tf_checkpoints.RunCheckpoints(directory, 3)
+      store.check()
+      restored = store.restore(saved)
       print(json.dumps({"error": error, "first": first, "restored": restored,
                         "value": float(weights.numpy().mean()),
                         "leftovers": leftovers(directory)}))

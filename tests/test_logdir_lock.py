@@ -1,8 +1,9 @@
-"""One run per logdir: `tfrl.logdir_lock`, and every entry point using it."""
+"""One run per logdir: `tfrl.logdir_lock`, and the entry points through the run skeleton
+(a live run holding it: tests/test_signals.py; a killed one's stale lock taken over:
+tests/test_kill_resume.py)."""
 
 import json
 import os
-import signal
 import subprocess
 import sys
 
@@ -23,17 +24,12 @@ _HOLDER = ("import sys, time\n"
            "print('held', flush=True)\n"
            "time.sleep(120)\n")
 
-# Tiny runs of each entry point (they end at the lock or shortly after).
+# Tiny runs of the entry points, one per user of the run skeleton (tfrl.run_loop holds
+# the lock; ES and random search go through the GA's). They end at the lock.
 _RUNS = {
     "tfrl.ga": ["--env=CartPole-v1", "--population=4", "--generations=1", "--num_envs=4",
                 "--hidden=4", "--noise_table_size=10000", "--elite_candidates=1",
                 "--elite_episodes=1", "--truncation=2", "--noexport"],
-    "tfrl.es": ["--env=CartPole-v1", "--population=4", "--generations=1", "--num_envs=4",
-                "--hidden=4", "--noise_table_size=10000", "--center_episodes=1",
-                "--noexport"],
-    "tfrl.random_search": ["--env=CartPole-v1", "--population=4", "--generations=1",
-                           "--num_envs=4", "--hidden=4", "--noise_table_size=10000",
-                           "--elite_candidates=1", "--elite_episodes=1", "--noexport"],
     "tfrl.ga3c": ["--env=CartPole-v1", "--agents=1", "--max_agents=1", "--max_frames=100",
                   "--hidden_sizes=8"],
     "tfrl.td3": ["--env=Pendulum-v1", "--total_steps=20", "--start_steps=10",
@@ -133,20 +129,3 @@ class TestEntryPoints:
       line = _one_error_line(_run(module, logdir), module)
     assert f"--logdir={logdir} is in use by another run (pid {holder.pid} " in line
     assert os.listdir(logdir) == [logdir_lock.LOCK_FILE]  # nothing else written
-
-  def test_two_runs_of_the_ga_and_a_stale_lock_after_sigkill(self, tmp_path):
-    logdir = str(tmp_path / "run")
-    with processes.cli(["-u", "-m", "tfrl.ga", *_RUNS["tfrl.ga"], "--generations=100000",
-                        f"--logdir={logdir}"], _ENV) as first:
-      processes.wait_for_line(first, "[ga] gen    1", timeout=120)
-      second = _run("tfrl.ga", logdir, "--resume")
-      line = _one_error_line(second, "tfrl.ga")
-      assert f"in use by another run (pid {first.pid} " in line
-      processes.stop(first, signal.SIGKILL, timeout=30)
-    # The killed run's lock file stays; its flock went with the process.
-    assert os.path.exists(os.path.join(logdir, logdir_lock.LOCK_FILE))
-    third = _run("tfrl.ga", logdir, "--resume", "--generations=100000", "--max_frames=1")
-    assert third.returncode == 0, third.stderr[-3000:]
-    assert f"took over the lock of pid {first.pid} " in third.stderr
-    assert "resumed from" in third.stdout
-    assert not os.path.exists(os.path.join(logdir, logdir_lock.LOCK_FILE))

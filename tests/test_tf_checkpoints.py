@@ -20,6 +20,7 @@ import textwrap
 
 import tensorflow as tf
 
+from tfrl import resume
 from tfrl import tf_checkpoints
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -39,6 +40,13 @@ def _strace():
   return strace
 
 
+class _Saved:
+  """What the store saves of an algorithm: its `checkpoint`."""
+
+  def __init__(self, variable):
+    self.checkpoint = tf.train.Checkpoint(v=variable)
+
+
 def _read(path):
   with open(path, "rb") as f:
     return f.read()
@@ -53,28 +61,45 @@ class RunCheckpointsTest(tf.test.TestCase):
     self.directory = os.path.join(tempfile.mkdtemp(prefix="tfrl_tf_checkpoints_"), "ckpts")
     self.addCleanup(shutil.rmtree, os.path.dirname(self.directory), ignore_errors=True)
 
-  def _saver(self, variable, resume=False):
-    return tf_checkpoints.RunCheckpoints(tf.train.Checkpoint(v=variable), self.directory,
-                                         _IDENTITY, max_to_keep=3, resume_run=resume)
+  def _store(self):
+    return tf_checkpoints.RunCheckpoints(self.directory, max_to_keep=3)
+
+  def _restore(self, variable):
+    """What a resume restores into `variable`: the latest checkpoint's path, or None."""
+    store = self._store()
+    if not store.exists():
+      return None
+    store.check()
+    return store.restore(_Saved(variable))
 
   def test_saving_the_latest_number_again_takes_the_next_one(self):
     v = tf.Variable([1.0, 2.0])
-    saver = self._saver(v)
-    first = saver.save(5)
+    saver, saved = self._store(), _Saved(v)
+    first = saver.save(saved, 5, _IDENTITY)
     self.assertEqual(os.path.basename(first), "ckpt-5")
     files = {name: _read(os.path.join(self.directory, name))
              for name in os.listdir(self.directory) if name.startswith("ckpt-5.")}
     v.assign([3.0, 4.0])
-    second = saver.save(5)
+    second = saver.save(saved, 5, _IDENTITY)
     self.assertEqual(os.path.basename(second), "ckpt-6")
     self.assertEqual(saver.latest_number, 6)
     for name, content in files.items():  # ckpt-5 untouched
       self.assertEqual(_read(os.path.join(self.directory, name)), content, name)
-    self.assertEqual(os.path.basename(saver.save(4)), "ckpt-7")  # never below the latest
-    self.assertEqual(os.path.basename(saver.save(10)), "ckpt-10")
+    # never below the latest
+    self.assertEqual(os.path.basename(saver.save(saved, 4, _IDENTITY)), "ckpt-7")
+    self.assertEqual(os.path.basename(saver.save(saved, 10, _IDENTITY)), "ckpt-10")
     v.assign([0.0, 0.0])
-    self.assertEqual(self._saver(v, resume=True).restore_latest(), saver.latest)
+    self.assertEqual(self._restore(v), saver.latest)
     self.assertAllEqual(v.numpy(), [3.0, 4.0])
+
+  def test_a_checkpoint_without_its_identity_file_is_corrupt(self):
+    v = tf.Variable([1.0, 2.0])
+    self._store().save(_Saved(v), 1, _IDENTITY)
+    os.remove(os.path.join(self.directory, tf_checkpoints.IDENTITY_FILE))
+    with self.assertRaises(resume.CorruptCheckpoint) as cm:
+      self._store().check()
+    path = os.path.join(self.directory, tf_checkpoints.IDENTITY_FILE)
+    self.assertStartsWith(str(cm.exception), f"cannot load the checkpoint {path}: missing")
 
   def test_a_kill_during_a_save_after_resuming_keeps_a_whole_checkpoint(self):
     # A resumed run saves before its counter moved (GA3C's first save when no
@@ -84,17 +109,17 @@ class RunCheckpointsTest(tf.test.TestCase):
     strace = _strace()
     self.assertIsNotNone(strace, _NO_STRACE)
     v = tf.Variable([1.0, 2.0])
-    first = self._saver(v).save(5)
+    first = self._store().save(_Saved(v), 5, _IDENTITY)
     script = textwrap.dedent("""
-        import sys
+        import sys, types
         import tensorflow as tf
         from tfrl import tf_checkpoints
         v = tf.Variable([0.0, 0.0])
-        saver = tf_checkpoints.RunCheckpoints(tf.train.Checkpoint(v=v), sys.argv[1],
-                                              {"algorithm": "test"}, 3, True)
-        saver.restore_latest()
+        saved = types.SimpleNamespace(checkpoint=tf.train.Checkpoint(v=v))
+        saver = tf_checkpoints.RunCheckpoints(sys.argv[1], 3)
+        saver.restore(saved)
         v.assign([3.0, 4.0])
-        saver.save(5)
+        saver.save(saved, 5, {"algorithm": "test"})
         print("not killed")
     """)
     env = dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL="3")
@@ -106,7 +131,7 @@ class RunCheckpointsTest(tf.test.TestCase):
         env=env, capture_output=True, text=True, timeout=300)
     self.assertNotIn("not killed", out.stdout, out.stderr[-2000:])
     v.assign([0.0, 0.0])
-    self.assertEqual(self._saver(v, resume=True).restore_latest(), first)
+    self.assertEqual(self._restore(v), first)
     self.assertAllEqual(v.numpy(), [1.0, 2.0])
 
   def test_a_kill_anywhere_in_the_first_save_leaves_no_checkpoint(self):
@@ -118,14 +143,14 @@ class RunCheckpointsTest(tf.test.TestCase):
     strace = _strace()
     self.assertIsNotNone(strace, _NO_STRACE)
     script = textwrap.dedent("""
-        import sys
+        import sys, types
         import tensorflow as tf
         from tfrl import tf_checkpoints
         v = tf.Variable([3.0, 4.0])
-        saver = tf_checkpoints.RunCheckpoints(tf.train.Checkpoint(v=v), sys.argv[1],
-                                              {"algorithm": "test"}, 3, False)
+        saved = types.SimpleNamespace(checkpoint=tf.train.Checkpoint(v=v))
+        saver = tf_checkpoints.RunCheckpoints(sys.argv[1], 3)
         print("saving", flush=True)
-        saver.save(7)
+        saver.save(saved, 7, {"algorithm": "test"})
         print("saved", flush=True)
     """)
     env = dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL="3")
@@ -144,15 +169,16 @@ class RunCheckpointsTest(tf.test.TestCase):
         continue  # killed before the save (a rename while importing)
       kills += 1
       v = tf.Variable([0.0, 0.0])
-      self.assertIsNone(self._saver(v, resume=True).restore_latest(), n)
+      self.assertIsNone(self._restore(v), n)
       self.assertFalse(tf_checkpoints.has_checkpoint(self.directory), n)
-      self.assertEqual(os.path.basename(self._saver(v).save(1)), "ckpt-1")  # a fresh run
+      fresh = self._store().save(_Saved(v), 1, _IDENTITY)  # a fresh run
+      self.assertEqual(os.path.basename(fresh), "ckpt-1")
     else:
       self.fail("the save did not complete within 40 renames")
     # run.json, TF's data file, index and state file, the directory.
     self.assertGreaterEqual(kills, 5)
     v = tf.Variable([0.0, 0.0])
-    self.assertEqual(os.path.basename(self._saver(v, resume=True).restore_latest()), "ckpt-7")
+    self.assertEqual(os.path.basename(self._restore(v)), "ckpt-7")
     self.assertAllEqual(v.numpy(), [3.0, 4.0])
 
 if __name__ == "__main__":

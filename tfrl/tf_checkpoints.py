@@ -1,22 +1,18 @@
-"""TF checkpoints of GA3C and TD3: a CheckpointManager that refuses what it cannot trust.
+"""TF checkpoints of GA3C and TD3: the skeleton's store, refusing what it cannot trust.
 
-    checkpoints = RunCheckpoints(checkpoint, os.path.join(logdir, "checkpoints"),
-                                 identity, max_to_keep=3, resume=resume)
-    restored = checkpoints.restore_latest()   # None: nothing to resume
-    ...
-    checkpoints.save(number)
+    store = RunCheckpoints(os.path.join(logdir, "checkpoints"), max_to_keep=3)
+    run_loop.run(build, store, options)   # the algorithm's `checkpoint` is saved
 
-On top of `tf.train.CheckpointManager` (whose writes are already crash-safe:
-the data and index go to temporary names, and the `checkpoint` state file is
-replaced atomically once they are complete):
+A `run_loop.CheckpointStore` on top of `tf.train.CheckpointManager` (whose
+writes are already crash-safe: the data and index go to temporary names, and
+the `checkpoint` state file is replaced atomically once they are complete):
 
   * the run's identity (`tfrl.resume`) is kept next to the checkpoints in
     `run.json`; a resume with another env, network or layer plan names each
     difference instead of failing deep in TF;
-  * a fresh run refuses a directory that holds checkpoints;
   * a state file that TF would silently ignore (truncated, empty), a missing
-    index or data file and a restore that fails are each one line naming the
-    file (`resume.CorruptCheckpoint`); nothing is deleted;
+    `run.json`, index or data file and a restore that fails are each one line
+    naming the file (`resume.CorruptCheckpoint`); nothing is deleted;
   * a save that fails (a full disk) is `cli.RunFailed`, the previous
     checkpoint still the latest;
   * a save never writes over the latest checkpoint (see `save`);
@@ -24,6 +20,9 @@ replaced atomically once they are complete):
     it writes the state file, so a kill between the two would leave `ckpt-*`
     files that no state file names. The first checkpoint is therefore written
     in `<dir>.first.tmp` and that directory renamed to `<dir>` once complete.
+
+Files that belong to a checkpoint (TD3's replay buffer) are written by a
+subclass's `write_extras` and read back by its `restore_extras`.
 """
 
 import glob
@@ -31,7 +30,7 @@ import json
 import os
 import re
 import shutil
-from typing import Any, Callable, Dict, Iterable, Mapping, Optional
+from typing import Any, Dict, Iterable, Mapping, Optional
 
 from google.protobuf import message
 import tensorflow as tf
@@ -39,6 +38,7 @@ import tensorflow as tf
 from tfrl import atomic_files
 from tfrl import cli
 from tfrl import resume
+from tfrl import run_loop
 from tfrl.layers import factory as layer_factory
 
 STATE_FILE = "checkpoint"   # tf.train.CheckpointManager's
@@ -87,26 +87,31 @@ def _check_state_file(directory: str) -> None:
     raise resume.CorruptCheckpoint(path, "names no checkpoint (empty or truncated)")
 
 
-class RunCheckpoints:
-  """See the module docstring."""
+class RunCheckpoints(run_loop.CheckpointStore):
+  """See the module docstring. The algorithm's `checkpoint` (a
+  `tf.train.Checkpoint`) is what is saved and restored."""
 
-  def __init__(self, checkpoint: tf.train.Checkpoint, directory: str,
-               identity: Mapping[str, Any], max_to_keep: int, resume_run: bool):
+  def __init__(self, directory: str, max_to_keep: int):
     self.directory = directory
-    self.identity = resume.as_json(identity)
-    self._checkpoint = checkpoint
     self._max_to_keep = max_to_keep
-    self._resume = resume_run
-    self._exists = has_checkpoint(directory)
-    if self._exists and not resume_run:
-      resume.refuse_fresh_run(directory, "checkpoints")
-    if self._exists:
-      _check_state_file(directory)
-    self.manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=max_to_keep)
+    self._manager: Optional[tf.train.CheckpointManager] = None
+
+  def _manage(self, checkpoint: tf.train.Checkpoint, directory: Optional[str] = None):
+    return tf.train.CheckpointManager(checkpoint, directory or self.directory,
+                                      max_to_keep=self._max_to_keep)
+
+  def exists(self) -> bool:
+    return has_checkpoint(self.directory)
+
+  def check(self) -> None:
+    _check_state_file(self.directory)
+    self.saved_identity()
 
   @property
   def latest(self) -> Optional[str]:
-    return self.manager.latest_checkpoint
+    if self._manager is not None:
+      return self._manager.latest_checkpoint
+    return tf.train.latest_checkpoint(self.directory) if self.exists() else None
 
   @property
   def latest_number(self) -> Optional[int]:
@@ -117,50 +122,57 @@ class RunCheckpoints:
     except (IndexError, ValueError):
       return None
 
-  def _saved_identity(self) -> Optional[dict]:
+  def saved_identity(self) -> dict:
     path = os.path.join(self.directory, IDENTITY_FILE)
-    if not os.path.exists(path):
-      return None  # a checkpoint from before run.json existed
     try:
       with open(path) as f:
         saved = json.load(f)
+    except FileNotFoundError as e:
+      raise resume.CorruptCheckpoint(path, f"missing ({STATE_FILE} names a checkpoint)") from e
     except (OSError, ValueError) as e:
       raise resume.CorruptCheckpoint(path, f"not valid JSON, truncated? ({e})") from e
     if not isinstance(saved, dict):
       raise resume.CorruptCheckpoint(path, "not a JSON object")
     return saved
 
-  def restore_latest(self) -> Optional[str]:
-    """Restores the latest checkpoint of a resumed run; its path, or None."""
-    if not self._resume or not self._exists:
-      return None
-    resume.check_same_run(self._saved_identity(), self.identity, self.directory)
+  def restore(self, algorithm) -> str:
+    """Restores the latest checkpoint into `algorithm.checkpoint`, then its extras."""
+    self._manager = self._manage(algorithm.checkpoint)
     latest = self.latest
     if not os.path.exists(latest + ".index"):
       raise resume.CorruptCheckpoint(latest + ".index", f"missing ({STATE_FILE} names it)")
     if not glob.glob(glob.escape(latest) + ".data-*"):
       raise resume.CorruptCheckpoint(latest + ".data-*", f"missing ({STATE_FILE} names it)")
     try:
-      self._checkpoint.restore(latest).assert_existing_objects_matched()
+      algorithm.checkpoint.restore(latest).assert_existing_objects_matched()
     except _UNREADABLE as e:
       raise resume.CorruptCheckpoint(latest, resume.first_line(e)) from e
     except (AssertionError, ValueError) as e:
       raise ValueError(f"cannot resume from {latest}: it does not match this run's "
                        f"network ({resume.first_line(e)})") from e
+    self.restore_extras(algorithm, latest)
     return latest
 
-  def save(self, number: int, write_extras: Optional[Callable[[str], None]] = None) -> str:
+  def restore_extras(self, algorithm, checkpoint_path: str) -> None:
+    """Reads the files saved with `checkpoint_path` by `write_extras` (none here)."""
+
+  def write_extras(self, algorithm, directory: str, number: int) -> None:
+    """Writes files that belong to checkpoint `number` into `directory` (none here)."""
+
+  def save(self, algorithm, number: int, identity: Mapping[str, Any]) -> str:
     """Writes checkpoint `number`; raises cli.RunFailed if it cannot.
 
-    `write_extras(directory)` writes the files that belong to the checkpoint
-    (TD3's replay buffer) before it, into the directory the checkpoint goes to.
+    `write_extras` writes the files that belong to the checkpoint before it,
+    into the directory the checkpoint goes to.
 
-    A `number` not above the latest checkpoint's (a run that saves again before
-    the counter that numbers its checkpoints moved, e.g. GA3C with no training
-    step since its last save) becomes the latest's + 1: TF writes the index
-    file of an existing checkpoint in place, so saving over the latest one and
-    dying, or meeting a full disk, during that write would leave none whole.
+    A `number` not above the latest checkpoint's becomes the latest's + 1: TF
+    writes the index file of an existing checkpoint in place, so saving over
+    the latest one and dying, or meeting a full disk, during that write would
+    leave none whole.
     """
+    checkpoint = algorithm.checkpoint
+    if self._manager is None:
+      self._manager = self._manage(checkpoint)
     latest = self.latest_number
     if latest is not None and number <= latest:
       number = latest + 1
@@ -171,22 +183,20 @@ class RunCheckpoints:
       if first:
         shutil.rmtree(directory, ignore_errors=True)  # what a killed first save left
         os.makedirs(directory)
-      if write_extras is not None:
-        write_extras(directory)
-      atomic_files.write_json(os.path.join(directory, IDENTITY_FILE), self.identity, indent=1)
+      self.write_extras(algorithm, directory, number)
+      atomic_files.write_json(os.path.join(directory, IDENTITY_FILE), resume.as_json(identity),
+                              indent=1)
       if not first:
-        return self.manager.save(checkpoint_number=number)
+        return self._manager.save(checkpoint_number=number)
       # TF's state file names the checkpoint relative to its directory, so it
       # stays valid through the rename.
-      tf.train.CheckpointManager(self._checkpoint, directory,
-                                 max_to_keep=self._max_to_keep).save(checkpoint_number=number)
+      self._manage(checkpoint, directory).save(checkpoint_number=number)
       if os.path.isdir(self.directory) and not os.listdir(self.directory):
         os.rmdir(self.directory)  # an empty one left by an earlier tfrl
       os.rename(directory, self.directory)  # refused (ENOTEMPTY, EEXIST) over anything else
       atomic_files.fsync_directory(os.path.dirname(os.path.abspath(self.directory)))
-      self.manager = tf.train.CheckpointManager(self._checkpoint, self.directory,
-                                                max_to_keep=self._max_to_keep)
-      return self.manager.latest_checkpoint
+      self._manager = self._manage(checkpoint)
+      return self._manager.latest_checkpoint
     except (OSError, tf.errors.OpError) as e:
       raise cli.RunFailed(
           f"cannot write checkpoint {number} in {self.directory}: {resume.first_line(e)}; "

@@ -1,14 +1,13 @@
-"""Whole GA3C runs: SavedModel export, checkpoint -> kill -> resume, CLI."""
+"""Whole GA3C runs: SavedModel export, resume, checkpoint safety, CLI (a kill and
+resume: tests/test_kill_resume.py; signals: tests/test_signals.py)."""
 
 import dataclasses
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 import tensorflow as tf
@@ -51,12 +50,6 @@ def _env(pythonpath=True):
   return env
 
 
-def _ckpt_counters(path):
-  reader = tf.train.load_checkpoint(path)
-  return {k: int(reader.get_tensor(f"counters/{k}/.ATTRIBUTES/VARIABLE_VALUE"))
-          for k in ("env_steps", "episodes", "train_steps")}
-
-
 class ExportTest(tf.test.TestCase):
   test_session = None
 
@@ -82,13 +75,14 @@ class ExportTest(tf.test.TestCase):
     self.assertAllClose(loaded["value"], value, atol=1e-5)
     self.assertAllEqual(loaded["action"], np.argmax(logits, axis=1))
     # Resume in process: weights and counters come back, counting continues.
-    second = GA3C(_cartpole_config(logdir, max_frames=2000, resume=True))
-    self.assertEqual(second.restored_from, summary["checkpoint"])
-    self.assertEqual(second.frames, summary["frames"])
+    restored = GA3C(_cartpole_config(logdir, max_frames=2000, resume=True))
+    restored.restore()
+    self.assertEqual(restored.restored_from, summary["checkpoint"])
+    self.assertEqual(restored.frames, summary["frames"])
     for a, b in zip(first.network.trainable_variables,
-                    second.network.trainable_variables):
+                    restored.network.trainable_variables):
       self.assertAllClose(a, b)
-    summary2 = second.run()
+    summary2 = GA3C(_cartpole_config(logdir, max_frames=2000, resume=True)).run()
     self.assertGreaterEqual(summary2["frames"], 2000)
     self.assertGreaterEqual(summary2["episodes"], summary["episodes"])
     self.assertGreater(summary2["train_steps"], summary["train_steps"])
@@ -139,6 +133,7 @@ class LayerVariantTest(tf.test.TestCase):
       self.assertAllClose(float(layer.sparsity()), 0.6, atol=0.05)
     # The controller is part of the checkpoint.
     again = GA3C(dataclasses.replace(config, resume=True))
+    again.restore()
     self.assertAllClose(float(again.controller.sparsity), 0.6)
     self.assertEqual(int(again.controller.num_returns), int(system.controller.num_returns))
 
@@ -172,7 +167,7 @@ class CheckpointSafetyTest(tf.test.TestCase):
         with open(os.path.join(d, n), "rb") as f:
           files[os.path.join(d, n)] = f.read()
     with self.assertRaises(error) as cm:
-      GA3C(_cartpole_config(logdir, **kwargs))
+      GA3C(_cartpole_config(logdir, **kwargs)).restore()
     message = str(cm.exception)
     self.assertNotIn("\n", message)
     after = {}
@@ -215,6 +210,7 @@ class CheckpointSafetyTest(tf.test.TestCase):
     logdir = os.path.join(self.get_temp_dir(), "empty")
     with self.assertLogs("absl", level="WARNING") as logs:
       system = GA3C(_cartpole_config(logdir, resume=True))
+      system.restore()
     self.assertIsNone(system.restored_from)
     self.assertIn(f"--resume: no checkpoint in {logdir}; starting afresh.",
                   "\n".join(logs.output))
@@ -256,66 +252,6 @@ class CheckpointSafetyTest(tf.test.TestCase):
 
 class CommandLineTest(tf.test.TestCase):
   test_session = None
-
-  def _start(self, logdir, log_name, *extra):
-    cmd = [sys.executable, "-m", "tfrl.ga3c", "--env=CartPole-v1",
-           f"--logdir={logdir}", "--agents=2", "--max_agents=2",
-           "--stats_every=1", "--loss_reduction=mean",
-           "--rmsprop_epsilon=1e-5", "--learning_rate=1e-3", *extra]
-    log = open(os.path.join(self.get_temp_dir(), log_name), "w")
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                            env=_env(), cwd=_REPO)
-
-  def _wait_for(self, predicate, timeout=90):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-      if predicate():
-        return True
-      time.sleep(0.2)
-    return False
-
-  def test_checkpoint_kill_resume_sigterm(self):
-    logdir = os.path.join(self.get_temp_dir(), "run")
-    os.makedirs(logdir)
-    ckpt_dir = os.path.join(logdir, "checkpoints")
-    # Run 1: periodic checkpoints, then killed hard.
-    proc = self._start(logdir, "run1.txt", "--checkpoint_every=1")
-    try:
-      self.assertTrue(self._wait_for(
-          lambda: tf.train.latest_checkpoint(ckpt_dir) is not None
-          and _ckpt_counters(tf.train.latest_checkpoint(ckpt_dir))[
-              "episodes"] > 0))
-    finally:
-      proc.kill()
-      proc.wait(30)
-    killed_at = _ckpt_counters(tf.train.latest_checkpoint(ckpt_dir))
-    self.assertTrue(os.path.isfile(os.path.join(logdir, "flags.txt")))
-    # Run 2: resumes, then SIGTERM: clean stop with a final checkpoint.
-    log_path = os.path.join(self.get_temp_dir(), "run2.txt")
-    proc = self._start(logdir, "run2.txt", "--resume", "--checkpoint_every=0")
-    try:
-      self.assertTrue(self._wait_for(
-          lambda: "NA 2" in open(log_path).read()))
-      proc.send_signal(signal.SIGTERM)
-      start = time.time()
-      returncode = proc.wait(30)
-      stop_seconds = time.time() - start
-    finally:
-      if proc.poll() is None:
-        proc.kill()
-    log = open(log_path).read()
-    self.assertEqual(returncode, 0, log[-3000:])
-    self.assertLess(stop_seconds, 20)
-    self.assertIn("Resumed from", log)
-    final = _ckpt_counters(tf.train.latest_checkpoint(ckpt_dir))
-    self.assertGreater(final["env_steps"], killed_at["env_steps"])
-    self.assertGreaterEqual(final["episodes"], killed_at["episodes"])
-    self.assertGreater(final["train_steps"], killed_at["train_steps"])
-    with open(os.path.join(logdir, "summary.json")) as f:
-      summary = json.load(f)
-    self.assertEqual(summary["frames"], final["env_steps"])
-    self.assertTrue(os.path.isfile(
-        os.path.join(logdir, "saved_model", "saved_model.pb")))
 
   def test_helpfull_documents_flags_and_bad_flags_fail(self):
     result = subprocess.run(

@@ -1,6 +1,7 @@
 """GA / ES / random search checkpoints: crash-safe files, one-line load errors,
-and what `runner.run` does with the checkpoint in its logdir (a fake, instant
-algorithm stands in for the real ones, which test_cli.py runs end to end)."""
+and what a run (`runner.run`, through the run skeleton) does with the checkpoint in
+its logdir (a fake, instant algorithm stands in for the real ones, which
+test_cli.py runs end to end)."""
 
 import json
 import os
@@ -107,11 +108,18 @@ class TestFiles:
     assert sorted(f for f in os.listdir(tmp_path) if f.startswith("checkpoint")) == [
         "checkpoint.json", "checkpoint_arrays-000003.npz"]
 
-  def test_legacy_arrays_file_still_loads(self, tmp_path):
-    np.savez(tmp_path / checkpoint.LEGACY_ARRAYS_FILE, theta=np.ones(3))
+  def test_arrays_the_state_does_not_name_are_not_read(self, tmp_path):
+    # An arrays file the state does not name (e.g. the single checkpoint_arrays.npz
+    # of before per-generation files) is not part of the checkpoint: a resume that
+    # needs arrays reports the checkpoint as malformed, in one line.
+    np.savez(tmp_path / "checkpoint_arrays.npz", theta=np.ones(3))
     (tmp_path / checkpoint.STATE_FILE).write_text(json.dumps(
-        {"algorithm": "es", "generation": 1, "frames": 5}))
-    assert checkpoint.load(str(tmp_path))[1]["theta"].tolist() == [1, 1, 1]
+        {"algorithm": "ga", "generation": 1, "frames": 5, "elite_score": 1.0}))
+    assert checkpoint.load(str(tmp_path))[1] == {}
+    with pytest.raises(resume.CorruptCheckpoint) as e:
+      _run(FakeAlgorithm(), tmp_path, 2, resume_run=True)
+    assert str(e.value).startswith(f"cannot load the checkpoint {tmp_path / 'checkpoint.json'}"
+                                   ": a malformed or missing entry (KeyError('theta'))")
 
   @pytest.mark.parametrize("damage, file, problem", [
       ("truncate_state", checkpoint.STATE_FILE, "not valid JSON, truncated?"),

@@ -149,9 +149,9 @@ class CheckpointSafetyTest(tf.test.TestCase):
     saved = []
     original = tf_checkpoints.RunCheckpoints.save
 
-    def save(checkpoints, number, **kwargs):
+    def save(checkpoints, algorithm, number, identity):
       saved.append(number)
-      return original(checkpoints, number, **kwargs)
+      return original(checkpoints, algorithm, number, identity)
 
     with mock.patch.object(tf_checkpoints.RunCheckpoints, "save", save):
       summary = train(TD3Config(**dict(_TINY, total_steps=120)), logdir=logdir, resume=True,
@@ -200,9 +200,12 @@ class CheckpointSafetyTest(tf.test.TestCase):
     self.assertEqual(message, f"cannot resume from {ckpt_dir}/ckpt-60: its replay buffer "
                      f"{ckpt_dir}/replay-60.npz is missing; pass --resume_without_replay "
                      "to resume with an empty buffer.")
-    summary = train(TD3Config(**dict(_TINY, total_steps=80)), logdir=logdir, resume=True,
-                    export=False, resume_without_replay=True)
+    with self.assertLogs("absl", level="WARNING") as logs:
+      summary = train(TD3Config(**dict(_TINY, total_steps=80)), logdir=logdir, resume=True,
+                      export=False, resume_without_replay=True)
     self.assertEqual(summary["env_steps"], 80)
+    self.assertIn(f"Resuming from {ckpt_dir}/ckpt-60 with an empty replay buffer "
+                  "(--resume_without_replay).", "\n".join(logs.output))
 
   def test_damaged_files_are_one_line(self):
     def truncate(path, size):

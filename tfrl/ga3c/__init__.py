@@ -3,7 +3,7 @@
 Entry point: `python -m tfrl.ga3c` (see `__main__`). Library:
 
   GA3CConfig       typed run configuration          (config.py)
-  GA3C             one whole run: loops, stats, checkpoints, export (system.py)
+  GA3C             the system: loops, threads, stats (system.py; its run: run_loop)
   Queues           typed bounded FIFOQueues          (queues.py)
   AgentPool        agents owning slices of env slots (agents.py)
   Predictor        batched forward passes            (predictor.py)

@@ -7,16 +7,12 @@ The flags of a run are written to `<logdir>/flags.txt`; replay a run with
 checkpoint and SavedModel (`<logdir>/saved_model`).
 """
 
-import os
-
 from absl import app
 from absl import flags
-from absl import logging
 
-from tfrl import atomic_files
 from tfrl import cli
 from tfrl import flagconfig
-from tfrl import logdir_lock
+from tfrl import run_loop
 from tfrl.ga3c.config import GA3CConfig
 from tfrl.layers import flags as layer_flags
 
@@ -39,18 +35,9 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
   config = config_from_flags()
-  with logdir_lock.hold(config.logdir):
-    from tfrl.ga3c.system import GA3C
-    try:
-      system = GA3C(config)  # refuses a fresh run over checkpoints, bad ones
-    except (ValueError, ImportError) as e:
-      raise app.UsageError(str(e))
-    atomic_files.write_text(os.path.join(config.logdir, "flags.txt"),
-                            flags.FLAGS.flags_into_string())
-    summary = system.run()
-    path = os.path.join(config.logdir, "summary.json")
-    atomic_files.write_json(path, summary, indent=1)
-    logging.info("Summary written to %s", path)
+  from tfrl.ga3c import system  # pylint: disable=import-outside-toplevel
+  run_loop.run(lambda: system.GA3C(config), system.checkpoint_store(config),
+               system.run_options(config, flags.FLAGS.flags_into_string()))
 
 
 if __name__ == "__main__":

@@ -1,28 +1,25 @@
-"""GA3C statistics: a console line every few seconds and TensorBoard summaries."""
+"""GA3C statistics: rates, queue sizes and the rolling score for the console
+line and TensorBoard (the summaries go to the default writer: the run's)."""
 
 import collections
 import time
 from typing import Dict, Optional
 
-from absl import logging
 import numpy as np
 import tensorflow as tf
 
 
 class Stats:
-  """Rolling score, rates and queue sizes; logs and writes summaries.
+  """Rolling score, rates and queue sizes; summaries and the console line.
 
   Args:
-    logdir: TensorBoard directory (None: console only).
     score_window: episodes in the rolling score.
     frames_per_step: emulator frames per env step (frame skip).
   """
 
-  def __init__(self, logdir: Optional[str], score_window: int = 100,
-               frames_per_step: int = 1):
+  def __init__(self, score_window: int = 100, frames_per_step: int = 1):
     self.scores = collections.deque(maxlen=score_window)
     self.frames_per_step = frames_per_step
-    self._writer = tf.summary.create_file_writer(logdir) if logdir else None
     self._last_time = time.time()
     self._last = None
     self.rates: Dict[str, float] = {}
@@ -36,15 +33,13 @@ class Stats:
     if len(scores) == 0:
       return
     self.scores.extend(float(s) for s in scores)
-    if self._writer is not None:
-      with self._writer.as_default(step=frames):
-        tf.summary.histogram("episode/score", np.asarray(scores, np.float32))
-        tf.summary.scalar("episode/mean_length", float(np.mean(lengths)))
+    tf.summary.histogram("episode/score", np.asarray(scores, np.float32), step=frames)
+    tf.summary.scalar("episode/mean_length", float(np.mean(lengths)), step=frames)
 
   def report(self, counters: Dict[str, int], queue_sizes: Dict[str, int],
              workers: Dict[str, int], metrics: Optional[Dict[str, float]] = None,
-             learning_rate: Optional[float] = None, log: bool = True) -> Dict:
-    """Computes rates since the last call, logs one line, writes summaries."""
+             learning_rate: Optional[float] = None) -> Dict:
+    """Computes rates since the last call and writes summaries; the row (see `line`)."""
     now = time.time()
     dt = max(now - self._last_time, 1e-6)
     last = self._last or counters
@@ -63,50 +58,37 @@ class Stats:
            **{f"queue/{k}": v for k, v in queue_sizes.items()},
            **{f"workers/{k}": v for k, v in workers.items()}}
     self.history.append(row)
-    if log:
-      logging.info(
-          "frames %d | episodes %d | score %.2f (last %d) | FPS %.0f | PPS %.0f"
-          " | TPS %.1f | queues P %d T %d | NA %d NP %d NT %d%s",
-          frames, counters["episodes"], self.rolling_score, len(self.scores),
-          self.rates["fps"], self.rates["pps"], self.rates["tps"],
-          queue_sizes.get("prediction", 0), queue_sizes.get("training", 0),
-          workers.get("agents", 0), workers.get("predictors", 0),
-          workers.get("trainers", 0),
-          "" if not metrics else " | loss %.3f entropy %.3f" % (
-              metrics.get("loss", float("nan")),
-              metrics.get("entropy", float("nan"))))
-    if self._writer is not None:
-      with self._writer.as_default(step=frames):
-        if self.scores:
-          tf.summary.scalar("episode/rolling_score", self.rolling_score)
-        tf.summary.scalar("counters/episodes", counters["episodes"])
-        tf.summary.scalar("counters/train_steps", counters["train_steps"])
-        for k, v in self.rates.items():
-          tf.summary.scalar(f"rates/{k}", v)
-        for k, v in queue_sizes.items():
-          tf.summary.scalar(f"queues/{k}", v)
-        for k, v in workers.items():
-          tf.summary.scalar(f"workers/{k}", v)
-        for k, v in (metrics or {}).items():
-          tf.summary.scalar(f"loss/{k}", v)
-        if learning_rate is not None:
-          tf.summary.scalar("loss/learning_rate", learning_rate)
-      self._writer.flush()
+    scalars = {"counters/episodes": counters["episodes"],
+               "counters/train_steps": counters["train_steps"],
+               **{f"rates/{k}": v for k, v in self.rates.items()},
+               **{f"queues/{k}": v for k, v in queue_sizes.items()},
+               **{f"workers/{k}": v for k, v in workers.items()},
+               **{f"loss/{k}": v for k, v in (metrics or {}).items()}}
+    if self.scores:
+      scalars["episode/rolling_score"] = self.rolling_score
+    if learning_rate is not None:
+      scalars["loss/learning_rate"] = learning_rate
+    for name, value in scalars.items():
+      tf.summary.scalar(name, value, step=frames)
     return row
+
+  def line(self, row: Dict, metrics: Optional[Dict[str, float]] = None) -> str:
+    """The console line of a `report` row."""
+    text = (f"frames {row['frames']} | episodes {row['episodes']} | score "
+            f"{row['rolling_score']:.2f} (last {len(self.scores)}) | FPS {row['fps']:.0f} | "
+            f"PPS {row['pps']:.0f} | TPS {row['tps']:.1f} | queues P "
+            f"{row.get('queue/prediction', 0)} T {row.get('queue/training', 0)} | NA "
+            f"{row.get('workers/agents', 0)} NP {row.get('workers/predictors', 0)} NT "
+            f"{row.get('workers/trainers', 0)}")
+    if metrics:
+      text += (f" | loss {metrics.get('loss', float('nan')):.3f} entropy "
+               f"{metrics.get('entropy', float('nan')):.3f}")
+    return text
 
   def scalar(self, name: str, value: float, frames: int) -> None:
     """One TensorBoard scalar at `frames`."""
-    if self._writer is not None:
-      with self._writer.as_default(step=frames):
-        tf.summary.scalar(name, value)
+    tf.summary.scalar(name, value, step=frames)
 
   def text(self, name: str, value: str, frames: int) -> None:
     """One TensorBoard text summary at `frames`."""
-    if self._writer is not None:
-      with self._writer.as_default(step=frames):
-        tf.summary.text(name, value)
-      self._writer.flush()
-
-  def close(self) -> None:
-    if self._writer is not None:
-      self._writer.close()
+    tf.summary.text(name, value, step=frames)

@@ -1,31 +1,31 @@
-"""A whole GA3C run: env, network, queues, loops, stats, checkpoints, export.
+"""GA3C's system: env, network, queues and the threads of its loops, as a
+`run_loop.Algorithm` (the skeleton owns the logdir, checkpoints, signals,
+export and summary).
 
     system = GA3C(config)
     summary = system.run()      # until max_frames / stop(), SIGINT or SIGTERM
 
 Python threads only start, balance and stop the loops; each loop iteration is
 one call of a `tf.function` (agent segment, predictor batch, trainer step).
-Closing the queues ends every loop: no thread stays blocked.
+Closing the queues ends every loop: no thread stays blocked. A step of the
+run is one monitoring tick: stats, the profiler, GST's controller, the
+dynamic adjustment of the worker counts.
 """
 
-import math
 import os
 import threading
 import time
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
 from absl import logging
-import numpy as np
 import tensorflow as tf
 
-from tfrl import cli
 from tfrl import export
 from tfrl import layers as tl
 from tfrl import networks
 from tfrl import optimizers
 from tfrl import precision
-from tfrl import resume
-from tfrl import stopping
+from tfrl import run_loop
 from tfrl import tf_checkpoints
 from tfrl.envs.protocol import make_env
 from tfrl.ga3c.adjuster import Bounds, DynamicAdjuster
@@ -33,9 +33,10 @@ from tfrl.ga3c.agents import AgentPool
 from tfrl.ga3c.config import GA3CConfig
 from tfrl.ga3c.learner import Learner, LearnerConfig
 from tfrl.ga3c.predictor import Predictor
-from tfrl.ga3c.queues import QUEUE_CLOSED_ERRORS, Queues
+from tfrl.ga3c.queues import Queues
 from tfrl.ga3c.stats import Stats
 from tfrl.ga3c.trainer import Trainer
+from tfrl.ga3c.workers import Worker, WorkerPool
 from tfrl.layers import gst
 
 COUNTERS = ("env_steps", "episodes", "train_steps", "train_samples",
@@ -61,33 +62,24 @@ def make_optimizer(config: GA3CConfig):
                             epsilon=config.rmsprop_epsilon)
 
 
-class _Worker:
-  """A Python thread calling one tf.function until stopped or queues close."""
-
-  def __init__(self, name, fn, system, on_result=None):
-    self.name = name
-    self.stop_event = threading.Event()
-    self._fn = fn
-    self._system = system
-    self._on_result = on_result
-    self.thread = threading.Thread(target=self._loop, name=name, daemon=True)
-
-  def _loop(self):
-    try:
-      while not self.stop_event.is_set() and not self._system.stopping:
-        result = self._fn()
-        if self._on_result is not None:
-          self._on_result(result)
-    except QUEUE_CLOSED_ERRORS:
-      pass
-    except Exception as e:  # pylint: disable=broad-except
-      if not self._system.stopping:
-        logging.exception("GA3C worker %s failed", self.name)
-        self._system.fail(e)
+def checkpoint_store(config: GA3CConfig) -> tf_checkpoints.RunCheckpoints:
+  """Where a run of `config` keeps its checkpoints: `<logdir>/checkpoints`, the last 3."""
+  return tf_checkpoints.RunCheckpoints(os.path.join(config.logdir, "checkpoints"),
+                                       max_to_keep=3)
 
 
-class GA3C:
+def run_options(config: GA3CConfig, flags_text: Optional[str] = None) -> run_loop.RunOptions:
+  """A checkpoint, and an export, every `checkpoint_every` seconds."""
+  every = run_loop.Every(seconds=config.checkpoint_every)
+  return run_loop.RunOptions(logdir=config.logdir, resume=config.resume,
+                             checkpoint_every=every, export_every=every,
+                             flags_text=flags_text)
+
+
+class GA3C(run_loop.Algorithm):
   """One GA3C training run (see module docstring)."""
+
+  name = "ga3c"
 
   def __init__(self, config: GA3CConfig, env=None, network=None):
     self.config = config
@@ -122,19 +114,33 @@ class GA3C:
       # Frequency, begin and end of the decisions: the layers' own spec.
       self._reward_aware_spec = reward_aware[0].spec
       checkpointed["controller"] = self.controller
+    # What the skeleton's store saves and restores (tfrl.tf_checkpoints).
     self.checkpoint = tf.train.Checkpoint(**checkpointed)
-    # Refuses a fresh run over checkpoints, a resume of another run's and
-    # unreadable ones, each in one line (see tfrl.tf_checkpoints).
-    self.checkpoints = tf_checkpoints.RunCheckpoints(
-        self.checkpoint, os.path.join(cfg.logdir, "checkpoints"), self.identity(),
-        max_to_keep=3, resume_run=cfg.resume)
-    self.restored_from = self.checkpoints.restore_latest()
-    if cfg.resume and self.restored_from is None:
-      logging.warning(resume.nothing_to_resume(cfg.logdir))
-    if self.restored_from:
-      logging.info("Resumed from %s at frame %d, episode %d.",
-                   self.restored_from, self.frames, int(self.counters["episodes"]))
+    self._build_loops()
+    self.policy = export.DiscretePolicy(self.network)
+    self.stats = Stats(cfg.score_window, self.frames_per_step)
+    self.adjuster = DynamicAdjuster(
+        (cfg.agents, cfg.predictors, cfg.trainers),
+        Bounds(cfg.max_agents, cfg.max_predictors, cfg.max_trainers),
+        seed=cfg.seed) if cfg.dynamic_adjustment else None
+    self.workers = WorkerPool({"agents": cfg.max_agents, "predictors": cfg.max_predictors,
+                               "trainers": cfg.max_trainers}, self._make_worker)
+    self._stop_requested = threading.Event()
+    self._stopping = False
+    self._stop_score = float("nan")  # the rolling score when the loop ended
+    self._final_row: Dict = {}
+    self._last_metrics = None
+    self._profiling = False
+    self._profile_done = False
+    self.profile_dir = None
+    self._adjust_last = None  # (trained samples, time) at the last trial.
+    self.restored_from: Optional[str] = None
+    self.summary: Dict = {}
+    self.precision_report: Optional[Dict] = None  # set by begin() once traced
 
+  def _build_loops(self) -> None:
+    """The queues, and the agents, predictor and trainer that their threads call."""
+    cfg = self.config
     self.queues = Queues(
         obs_shape=self.observation_shape, obs_dtype=self.observation_dtype,
         num_agents=cfg.max_agents, envs_per_agent=cfg.envs_per_agent,
@@ -163,29 +169,6 @@ class GA3C:
                            min_segments=cfg.segments_per_min_batch,
                            max_segments=cfg.segments_per_max_batch,
                            counters=self.counters)
-    self.policy = export.DiscretePolicy(self.network)
-    self.stats = Stats(cfg.logdir, cfg.score_window, self.frames_per_step)
-    self.adjuster = DynamicAdjuster(
-        (cfg.agents, cfg.predictors, cfg.trainers),
-        Bounds(cfg.max_agents, cfg.max_predictors, cfg.max_trainers),
-        seed=cfg.seed) if cfg.dynamic_adjustment else None
-
-    self._workers: Dict[str, List[Optional[_Worker]]] = {
-        "agents": [None] * cfg.max_agents,
-        "predictors": [None] * cfg.max_predictors,
-        "trainers": [None] * cfg.max_trainers}
-    self._stop_requested = threading.Event()
-    self._stopping = False
-    self._stop = ("error", float("nan"))  # (reason, rolling score) when the loop ends.
-    self._error: Optional[BaseException] = None
-    self._last_metrics = None
-    self._profiling = False
-    self._profile_done = False
-    self.profile_dir = None
-    self._adjust_last = None  # (trained samples, time) at the last trial.
-    self._controller_steps = int(self.counters["train_steps"].numpy())
-    self.summary: Dict = {}
-    self.precision_report: Optional[Dict] = None  # set by run() once traced
 
   # -- State ----------------------------------------------------------------
 
@@ -202,49 +185,50 @@ class GA3C:
     self._stop_requested.set()
 
   def fail(self, error: BaseException) -> None:
-    self._error = error
+    """A worker's error: the run ends, saves, then raises it."""
+    self.error = error
     self._stop_requested.set()
 
   def counter_values(self) -> Dict[str, int]:
     return {k: int(v.numpy()) for k, v in self.counters.items()}
 
   def worker_counts(self) -> Dict[str, int]:
-    return {kind: sum(1 for w in ws if w is not None
-                      and not w.stop_event.is_set())
-            for kind, ws in self._workers.items()}
+    return self.workers.counts()
+
+  # -- Runs -----------------------------------------------------------------
+
+  def run(self) -> Dict:
+    """Trains until done (`tfrl.run_loop`); the summary, also in <logdir>/summary.json."""
+    self.summary = run_loop.run(lambda: self, checkpoint_store(self.config),
+                                run_options(self.config))
+    return self.summary
+
+  def restore(self) -> Optional[str]:
+    """With `config.resume`, restores the latest checkpoint of `config.logdir`
+    (as `run` does before it starts); its path, or None."""
+    with run_loop.Run(checkpoint_store(self.config), run_options(self.config)) as phases:
+      self.restored_from = phases.restore(self)
+    return self.restored_from
 
   # -- Workers --------------------------------------------------------------
 
-  def _make_worker(self, kind: str, i: int) -> _Worker:
+  def _make_worker(self, kind: str, i: int) -> Worker:
+    stopping = lambda: self._stopping
     if kind == "agents":
       agent = tf.constant(i, tf.int32)
-      return _Worker(f"agent_{i}", lambda: self.agents.run_segment(agent),
-                     self)
+      return Worker(f"agent_{i}", lambda: self.agents.run_segment(agent), stopping,
+                    self.fail)
     if kind == "predictors":
-      return _Worker(f"predictor_{i}", self.predictor.predict, self)
-    return _Worker(f"trainer_{i}", self.trainer.train, self,
-                   on_result=self._set_metrics)
+      return Worker(f"predictor_{i}", self.predictor.predict, stopping, self.fail)
+    return Worker(f"trainer_{i}", self.trainer.train, stopping, self.fail,
+                  on_result=self._set_metrics)
 
   def _set_metrics(self, metrics):
     self._last_metrics = metrics
 
   def set_worker_count(self, kind: str, n: int) -> None:
     """Starts or stops workers of one kind so that `n` of them run."""
-    workers = self._workers[kind]
-    n = max(1, min(n, len(workers)))
-    for i, w in enumerate(workers):
-      running = w is not None and not w.stop_event.is_set()
-      if i < n and not running:
-        if w is not None:  # A stopping worker must finish before its slots
-          w.thread.join(timeout=30)  # are reused.
-          if w.thread.is_alive():
-            logging.warning("%s did not stop; not restarting it.", w.name)
-            continue
-        worker = self._make_worker(kind, i)
-        workers[i] = worker
-        worker.thread.start()
-      elif i >= n and running:
-        w.stop_event.set()
+    self.workers.resize(kind, n)
 
   # -- Checkpoints, export, profiling ----------------------------------------
 
@@ -260,24 +244,13 @@ class GA3C:
     identity.update(tf_checkpoints.network_identity([self.network]))
     return identity
 
-  def save(self) -> str:
-    """Checkpoint, then SavedModel; cli.RunFailed if either cannot be written."""
-    path = self.checkpoints.save(int(self.counters["train_steps"].numpy()))
-    try:
-      self.export()
-    except (OSError, tf.errors.OpError) as e:
-      raise cli.RunFailed(f"cannot export the policy to "
-                          f"{os.path.join(self.config.logdir, 'saved_model')}: "
-                          f"{resume.first_line(e)}; checkpoint {path} is written") from e
-    return path
-
-  def export(self) -> str:
+  def export(self) -> Dict:
     spec = tf.TensorSpec((None,) + self.observation_shape,
                          self.observation_dtype)
-    return export.export_policy(
+    return {"saved_model": export.export_policy(
         self.policy, spec, os.path.join(self.config.logdir, "saved_model"),
         env_protocol=self.config.protocol,
-        extra_metadata={"precision": self.precision_report} if self.precision_report else None)
+        extra_metadata={"precision": self.precision_report} if self.precision_report else None)}
 
   def _maybe_profile(self) -> None:
     if self.config.profile_steps is None or self._profile_done:
@@ -299,7 +272,103 @@ class GA3C:
       self._profile_done = True
       logging.info("Profiler trace written under %s.", self.profile_dir)
 
-  # -- Main loop ------------------------------------------------------------
+  # -- The run's steps (run_loop.Algorithm) ----------------------------------
+
+  def count(self) -> int:
+    """Env steps: checkpoints are numbered by them."""
+    return int(self.counters["env_steps"].numpy())
+
+  def progress(self) -> str:
+    return f"frame {self.frames}, episode {int(self.counters['episodes'])}"
+
+  def request_stop(self) -> None:
+    self.stop()
+
+  def begin(self) -> None:
+    """Traces every loop once (before the threads race to do it), starts the threads."""
+    cfg = self.config
+    self.agents.run_segment.get_concrete_function()
+    # What precision the traced steps run in (the policy's metadata and the summary say).
+    self.precision_report = precision.report(
+        self.precision, train=self.trainer.train.get_concrete_function(),
+        predict=self.predictor.predict.get_concrete_function())
+    logging.info("GA3C %s", precision.describe(self.precision_report))
+    self.stats.text("run/precision", precision.describe(self.precision_report), self.frames)
+    self._start = self._last_stats = self._last_adjust = time.time()
+    self._controller_steps = int(self.counters["train_steps"].numpy())
+    self.set_worker_count("trainers", cfg.trainers)
+    self.set_worker_count("predictors", cfg.predictors)
+    self.set_worker_count("agents", cfg.agents)
+    self._report()  # the start of the rates
+
+  def step(self) -> Optional[str]:
+    """One monitoring tick: stats, profiler, GST's controller, adjustment."""
+    cfg = self.config
+    time.sleep(0.05)
+    now = time.time()
+    self._maybe_profile()
+    line = None
+    if now - self._last_stats >= cfg.stats_every:
+      self._last_stats = now
+      line = self._report()
+    elif cfg.target_score is not None or self.controller is not None:
+      # Keep the rolling score (stopping rule) and the controller's returns fresh.
+      self._drain_episodes()
+    self._update_reward_aware()
+    if self.adjuster is not None and now - self._last_adjust >= cfg.adjustment_period:
+      self._last_adjust = now
+      na, np_, nt = self.adjuster.update(self._adjust_rate())
+      self.set_worker_count("agents", na)
+      self.set_worker_count("predictors", np_)
+      self.set_worker_count("trainers", nt)
+    return line
+
+  def finished(self) -> Optional[str]:
+    """Why training should stop now, or None to go on."""
+    cfg = self.config
+    if self._stop_requested.is_set():
+      return run_loop.REQUESTED
+    if cfg.max_frames and self.frames >= cfg.max_frames:
+      return "max_frames"
+    if cfg.max_seconds and time.time() - self._start >= cfg.max_seconds:
+      return "max_seconds"
+    if (cfg.target_score is not None
+        and len(self.stats.scores) >= self.stats.scores.maxlen
+        and self.stats.rolling_score >= cfg.target_score):
+      return "target_score"
+    return None
+
+  def end(self, reason: str) -> None:
+    """Joins every thread before the final checkpoint; logs the last stats line."""
+    # Episodes that end while the workers shut down still enter the final
+    # rolling score, so keep the one the stopping rule saw.
+    self._stop_score = self.stats.rolling_score
+    self.close()
+    self.console.line(self._report())
+
+  def results(self) -> Dict:
+    return {
+        "frames": self.frames,
+        "episodes": int(self.counters["episodes"].numpy()),
+        "train_steps": int(self.counters["train_steps"].numpy()),
+        "rolling_score": self.stats.rolling_score,
+        "scores_seen": len(self.stats.scores),
+        "fps": self._final_row.get("fps"),
+        # The rolling score when the loop ended (see `end`).
+        "stop_rolling_score": self._stop_score,
+        "precision": self.precision_report,
+    }
+
+  def close(self) -> None:
+    """Closes the queues and joins every thread (the loops end with them)."""
+    if self._stopping:
+      return
+    self._stopping = True
+    self.queues.close()
+    self.workers.stop_all()
+    self._stop_profiler()
+
+  # -- Monitoring -----------------------------------------------------------
 
   def _drain_episodes(self) -> None:
     scores, lengths = self.queues.drain_episodes()
@@ -322,84 +391,17 @@ class GA3C:
         logging.info("training step %d: reward-aware %s -> sparsity %.3f", after, decision,
                      float(self.controller.sparsity))
 
-  def _report(self, log=True) -> Dict:
+  def _report(self) -> str:
+    """Summaries of the rates, queues and workers since the last report; its line."""
     self._drain_episodes()
-    counters = self.counter_values()
     metrics = None
     if self._last_metrics is not None:
       metrics = {k: float(v) for k, v in self._last_metrics.items()}
     sizes = {"prediction": int(self.queues.prediction.size()),
              "training": int(self.queues.training.size())}
-    return self.stats.report(counters, sizes, self.worker_counts(), metrics,
-                             self.config.learning_rate, log=log)
-
-  def _stop_reason(self, start_time: float) -> Optional[str]:
-    """Why training should stop now, or None to go on."""
-    cfg = self.config
-    if self._stop_requested.is_set():
-      return "requested"
-    if cfg.max_frames and self.frames >= cfg.max_frames:
-      return "max_frames"
-    if cfg.max_seconds and time.time() - start_time >= cfg.max_seconds:
-      return "max_seconds"
-    if (cfg.target_score is not None
-        and len(self.stats.scores) >= self.stats.scores.maxlen
-        and self.stats.rolling_score >= cfg.target_score):
-      return "target_score"
-    return None
-
-  def run(self) -> Dict:
-    """Trains until done; always closes queues, joins threads, saves."""
-    cfg = self.config
-    # Trace every loop once before the threads race to do it.
-    self.agents.run_segment.get_concrete_function()
-    self.precision_report = precision.report(
-        self.precision, train=self.trainer.train.get_concrete_function(),
-        predict=self.predictor.predict.get_concrete_function())
-    logging.info("GA3C %s", precision.describe(self.precision_report))
-    self.stats.text("run/precision", precision.describe(self.precision_report), self.frames)
-    start_time = time.time()
-    last_stats = last_ckpt = last_adjust = start_time
-    try:
-      # Ctrl-C / SIGTERM end the loop; another one during the shutdown and
-      # final save abandons the save.
-      with stopping.on_signals(self.stop):
-        self.set_worker_count("trainers", cfg.trainers)
-        self.set_worker_count("predictors", cfg.predictors)
-        self.set_worker_count("agents", cfg.agents)
-        self._report(log=False)
-        while (reason := self._stop_reason(start_time)) is None:
-          time.sleep(0.05)
-          now = time.time()
-          self._maybe_profile()
-          if now - last_stats >= cfg.stats_every:
-            last_stats = now
-            self._report()
-          elif cfg.target_score is not None or self.controller is not None:
-            # Keep the rolling score (stopping rule) and the controller's
-            # returns fresh.
-            self._drain_episodes()
-          self._update_reward_aware()
-          if cfg.checkpoint_every and now - last_ckpt >= cfg.checkpoint_every:
-            last_ckpt = now
-            self.save()
-          if self.adjuster is not None and now - last_adjust >= cfg.adjustment_period:
-            last_adjust = now
-            rate = self._adjust_rate()
-            na, np_, nt = self.adjuster.update(rate)
-            self.set_worker_count("agents", na)
-            self.set_worker_count("predictors", np_)
-            self.set_worker_count("trainers", nt)
-        # Episodes that end while the workers shut down still enter the
-        # final rolling score, so keep the one the stopping rule saw.
-        self._stop = (reason, self.stats.rolling_score)
-    finally:
-      with stopping.final_save(cfg.logdir):
-        self.shutdown()
-    if self._error is not None:
-      raise self._error
-    self.summary["seconds"] = time.time() - start_time
-    return self.summary
+    self._final_row = self.stats.report(self.counter_values(), sizes, self.worker_counts(),
+                                        metrics, self.config.learning_rate)
+    return self.stats.line(self._final_row, metrics)
 
   def _adjust_rate(self) -> float:
     samples = int(self.counters["train_samples"].numpy())
@@ -409,42 +411,3 @@ class GA3C:
     if last is None:
       return 0.0
     return (samples - last[0]) / max(now - last[1], 1e-6)
-
-  def shutdown(self) -> None:
-    """Closes the queues, joins every thread, writes a final checkpoint."""
-    if self._stopping:
-      return
-    self._stopping = True
-    self.queues.close()
-    for workers in self._workers.values():
-      for w in workers:
-        if w is not None:
-          w.stop_event.set()
-    for workers in self._workers.values():
-      for w in workers:
-        if w is not None:
-          w.thread.join(timeout=10)
-          if w.thread.is_alive():
-            logging.warning("Thread %s still running after close.", w.name)
-    self._stop_profiler()
-    row = self._report()
-    self.summary = {
-        "frames": self.frames,
-        "episodes": int(self.counters["episodes"].numpy()),
-        "train_steps": int(self.counters["train_steps"].numpy()),
-        "rolling_score": self.stats.rolling_score,
-        "scores_seen": len(self.stats.scores),
-        "fps": row.get("fps"),
-        # Why the loop ended ("requested": Ctrl-C / stop() / a failed worker;
-        # "error": the loop itself raised) and the rolling score then.
-        "stop_reason": self._stop[0],
-        "stop_rolling_score": self._stop[1],
-        "precision": self.precision_report,
-    }
-    try:
-      self.summary["checkpoint"] = self.save()
-      self.summary["saved_model"] = os.path.join(self.config.logdir,
-                                                 "saved_model")
-    finally:
-      self.stats.close()
-    logging.info("GA3C stopped: %s", self.summary)

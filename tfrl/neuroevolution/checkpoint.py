@@ -12,6 +12,7 @@ whatever kills the process or fills the disk.
 
 `load` reports a missing, truncated or unreadable file as
 `resume.CorruptCheckpoint` (one line naming the file) and touches nothing.
+`Store` is these files as the run skeleton's checkpoint store (`tfrl.run_loop`).
 """
 
 import contextlib
@@ -24,10 +25,11 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 
 from tfrl import atomic_files
+from tfrl import cli
+from tfrl import run_loop
 from tfrl.resume import CorruptCheckpoint
 
 STATE_FILE = "checkpoint.json"
-LEGACY_ARRAYS_FILE = "checkpoint_arrays.npz"  # before arrays files were per generation
 _REQUIRED = ("algorithm", "generation", "frames")
 
 
@@ -98,7 +100,59 @@ def load(logdir: str) -> Tuple[dict, Dict[str, np.ndarray]]:
   path = os.path.join(logdir, STATE_FILE)
   state = _load_state(path)
   name = state.get("arrays_file")
-  if name is not None:
-    return state, _load_arrays(os.path.join(logdir, name), STATE_FILE)
-  legacy = os.path.join(logdir, LEGACY_ARRAYS_FILE)
-  return state, _load_arrays(legacy, None) if os.path.exists(legacy) else {}
+  if name is None:
+    return state, {}
+  return state, _load_arrays(os.path.join(logdir, name), STATE_FILE)
+
+
+class Store(run_loop.CheckpointStore):
+  """The checkpoint of a GA, ES or random-search run in `logdir`, for `tfrl.run_loop`.
+
+  It saves the algorithm's `state()` (a JSON state and a dict of arrays) with
+  the run's identity under "run", and loads it back with `restore(state, arrays)`.
+  """
+
+  description = f"a checkpoint ({STATE_FILE})"
+
+  def __init__(self, logdir: str):
+    self.directory = logdir
+
+  def exists(self) -> bool:
+    return exists(self.directory)
+
+  def check(self) -> None:
+    load(self.directory)
+
+  def saved_identity(self) -> Optional[dict]:
+    return _load_state(os.path.join(self.directory, STATE_FILE)).get("run")
+
+  @property
+  def latest(self) -> Optional[str]:
+    return os.path.join(self.directory, STATE_FILE) if self.exists() else None
+
+  def restore(self, algorithm) -> str:
+    state, arrays = load(self.directory)
+    try:
+      algorithm.restore(state, arrays)
+    except (KeyError, TypeError, IndexError, AttributeError) as e:
+      raise CorruptCheckpoint(os.path.join(self.directory, STATE_FILE),
+                              f"a malformed or missing entry ({e!r})") from e
+    return self.directory
+
+  def save(self, algorithm, number: int, identity) -> str:
+    state, arrays = algorithm.state()
+    try:
+      save(self.directory, dict(state, run=dict(identity)), arrays)
+    except OSError as e:
+      raise cli.RunFailed(
+          f"cannot write the checkpoint of generation {number} in {self.directory}: "
+          f"{e.strerror or e}; the checkpoint there still holds generation "
+          f"{self.saved_generation()} (resume with --resume)") from e
+    return os.path.join(self.directory, STATE_FILE)
+
+  def saved_generation(self) -> int:
+    """The generation of the checkpoint on disk (0: none, or unreadable)."""
+    try:
+      return load(self.directory)[0]["generation"] if self.exists() else 0
+    except ValueError:
+      return 0

@@ -8,15 +8,12 @@ never reads FLAGS.
 """
 
 import dataclasses
-import os
 
 from absl import app
 from absl import flags
 import tensorflow as tf
 
-from tfrl import atomic_files
 from tfrl import flagconfig
-from tfrl import logdir_lock
 from tfrl.layers import flags as layer_flags
 from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import noise as noise_lib
@@ -102,12 +99,6 @@ def run_config(config: NeuroevolutionConfig) -> runner.RunConfig:
       env_protocol=config.env)
 
 
-def write_flags(logdir: str, fv: flags.FlagValues = flags.FLAGS) -> None:
-  """Writes the flags into the logdir so that the run replays with --flagfile."""
-  os.makedirs(logdir, exist_ok=True)
-  atomic_files.write_text(os.path.join(logdir, "flags.txt"), fv.flags_into_string())
-
-
 def check_argv(argv) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
@@ -115,13 +106,13 @@ def check_argv(argv) -> None:
 
 def main_for(make_algorithm, ne_config: NeuroevolutionConfig,
              fv: flags.FlagValues = flags.FLAGS) -> None:
-  """Shared body of the entry points' main: lock the logdir, build, run, export."""
+  """Shared body of the entry points' main: build and run in the run skeleton."""
   log = lambda line: print(line, flush=True)
   config = run_config(ne_config)
-  with logdir_lock.hold(config.logdir):
-    # Before the evaluator (Ray workers) starts: a fresh run over a
-    # checkpoint, or an unreadable checkpoint, ends here in one line.
-    runner.open_checkpoint(config)
+
+  def build_run() -> runner.Generations:
+    # Once the logdir is locked and its checkpoint accepted (tfrl.run_loop): a
+    # fresh run over a checkpoint, or an unreadable one, never starts Ray workers.
     setup = build(ne_config, log=log)
     try:
       algorithm = make_algorithm(setup)
@@ -129,9 +120,10 @@ def main_for(make_algorithm, ne_config: NeuroevolutionConfig,
             f"{ne_config.algorithm.population} | "
             f"{setup.evaluator.describe()} | "
             f"{'incremental' if setup.spec.incremental else 'full'} inference", flush=True)
-      # The flags file is written once the checkpoint is accepted (a refused
-      # resume leaves the flags of the run it belongs to).
-      runner.run(algorithm, config, setup.observation_spec, print_fn=log,
-                 on_start=lambda: write_flags(config.logdir, fv))
-    finally:
+    except BaseException:
       setup.evaluator.close()
+      raise
+    return runner.Generations(algorithm, config, setup.observation_spec, print_fn=log,
+                              close=setup.evaluator.close)
+
+  runner.run_built(build_run, config, flags_text=fv.flags_into_string())

@@ -1,34 +1,32 @@
-"""The generation loop shared by GA, ES and random search.
+"""GA, ES and random search in the run skeleton (`tfrl.run_loop`): a step is one generation.
 
-    for each generation (until `generations` or `max_frames`):
+    history = run(algorithm, RunConfig(logdir=...), observation_spec)
+
+    for each generation (until `generations`, `max_frames` or `target_score`):
       metrics = algorithm.step()          # evaluate, select / update
       print one console line; write TensorBoard scalars
       checkpoint the algorithm state      # resumable with resume=True
     export the elite as a SavedModel policy (tfrl.export format)
 
-Ctrl-C / SIGTERM abandon the generation under way (its evaluation stops
-within one graph call of the evaluator, at most its `steps_per_call` env
-steps); the checkpoint of the last finished generation stays, the elite is
-exported, and `run` returns normally.
-
-The checkpoint already in `logdir` (see `open_checkpoint`): a fresh run
-refuses to write over it; `resume=True` restores it after checking that it
-is a checkpoint of the same run (`run_identity`: algorithm, env, network,
-population, noise table, observation spec), or says that there is none and
-starts afresh. A checkpoint that cannot be written (a full disk) ends the run
-with `cli.RunFailed`, the previous one intact.
+The skeleton does the rest, as for every algorithm: the logdir lock, the
+checkpoint already in `logdir` (a fresh run refuses to write over it;
+`resume=True` restores it after checking that it is a checkpoint of the same
+run, `run_identity`: algorithm, env, network, population, noise table,
+observation spec), `flags.txt`, signals, the final export and `summary.json`.
+Ctrl-C / SIGTERM abandon the generation under way (its evaluation stops within
+one graph call of the evaluator, at most its `steps_per_call` env steps); the
+run goes back to the checkpoint of the last finished generation, exports its
+elite and ends normally.
 """
 
 import dataclasses
 import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-import numpy as np
 import tensorflow as tf
 
-from tfrl import cli
 from tfrl import resume
-from tfrl import stopping
+from tfrl import run_loop
 from tfrl.neuroevolution import checkpoint
 from tfrl.neuroevolution import evaluation
 from tfrl.neuroevolution import evaluators
@@ -79,27 +77,6 @@ def run_identity(algorithm, observation_spec: tf.TensorSpec,
   return resume.as_json(identity)
 
 
-def open_checkpoint(config: RunConfig) -> Optional[Tuple[dict, Dict[str, np.ndarray]]]:
-  """The checkpoint a run of `config` starts from; None: it starts afresh.
-
-  Raises ValueError for a fresh run into a logdir that holds a checkpoint,
-  and `resume.CorruptCheckpoint` for one that cannot be read.
-  """
-  if not checkpoint.exists(config.logdir):
-    return None
-  if not config.resume:
-    resume.refuse_fresh_run(config.logdir, f"a checkpoint ({checkpoint.STATE_FILE})")
-  return checkpoint.load(config.logdir)
-
-
-def _restore(algorithm, state: dict, arrays, logdir: str) -> None:
-  try:
-    algorithm.restore(state, arrays)
-  except (KeyError, TypeError, IndexError, AttributeError) as e:
-    raise resume.CorruptCheckpoint(os.path.join(logdir, checkpoint.STATE_FILE),
-                                   f"a malformed or missing entry ({e!r})") from e
-
-
 def export_elite(algorithm, export_dir: str, observation_spec: tf.TensorSpec,
                  env_protocol=None) -> str:
   """Slices the elite out of the population into a plain network and exports it."""
@@ -108,33 +85,98 @@ def export_elite(algorithm, export_dir: str, observation_spec: tf.TensorSpec,
   return export_lib.export_policy(policy, observation_spec, export_dir, env_protocol)
 
 
-def _saved_generation(logdir: str) -> int:
-  try:
-    return checkpoint.load(logdir)[0]["generation"] if checkpoint.exists(logdir) else 0
-  except ValueError:
-    return 0
+class Generations(run_loop.Algorithm):
+  """A GA / ES / random-search object (`step`, `state`, `restore`, `elite_params`,
+  `generation`, `frames`, `elite_score`, `evaluator`) as a `run_loop.Algorithm`.
+
+  `history` collects each generation's metrics; `close` (e.g. the evaluator's)
+  runs when the run ends.
+  """
+
+  def __init__(self, search, config: RunConfig, observation_spec: tf.TensorSpec,
+               print_fn: Callable[[str], None] = print,
+               close: Optional[Callable[[], None]] = None):
+    self.search = search
+    self.config = config
+    self.observation_spec = observation_spec
+    self.name = search.name
+    self.console = run_loop.Console(search.name, print_fn)
+    self.history: List[Dict[str, float]] = []
+    self._close = close
+
+  def identity(self) -> Dict[str, Any]:
+    return run_identity(self.search, self.observation_spec, self.config.identity)
+
+  def count(self) -> int:
+    return self.search.generation
+
+  def progress(self) -> str:
+    return f"generation {self.search.generation} ({self.search.frames} frames)"
+
+  def state(self) -> Tuple[dict, Optional[Dict[str, Any]]]:
+    return self.search.state()
+
+  def restore(self, state: dict, arrays) -> None:
+    self.search.restore(state, arrays)
+
+  def request_stop(self) -> None:
+    self.search.evaluator.stop()
+
+  def step(self) -> str:
+    try:
+      metrics = self.search.step()
+    except evaluation.Stopped as e:
+      # The step may have changed the state half-way (ES updates theta before
+      # it scores the centre): the skeleton goes back to the saved generation.
+      raise run_loop.Interrupted() from e
+    except evaluators.WorkersLost as e:
+      raise evaluators.WorkersLost(
+          f"{e}; the checkpoint in {self.config.logdir} holds generation "
+          f"{checkpoint.Store(self.config.logdir).saved_generation()} (resume with "
+          f"--resume, with or without Ray)") from e
+    self.history.append(metrics)
+    for key in SCALARS:
+      tf.summary.scalar(f"{self.name}/{key}", metrics[key], step=metrics["generation"])
+    tf.summary.scalar(f"{self.name}/nan_returns", metrics.get("nan_returns", 0),
+                      step=metrics["generation"])
+    return format_line(self.name, metrics)
+
+  def finished(self) -> Optional[str]:
+    config, search = self.config, self.search
+    if search.generation >= config.generations:
+      return "generations"
+    if 0 < config.max_frames <= search.frames:
+      return "max_frames"
+    if (config.target_score is not None and self.history and
+        self.history[-1]["elite"] >= config.target_score):
+      return "target_score"
+    return None
+
+  def export(self) -> Dict[str, Any]:
+    if self.search.generation == 0:
+      return {}  # no elite yet
+    export_dir = os.path.join(self.config.logdir, "elite")
+    export_elite(self.search, export_dir, self.observation_spec, self.config.env_protocol)
+    self.console.say(f"elite ({self.search.elite_score:.2f}) exported to {export_dir}")
+    return {"elite": export_dir}
+
+  def results(self) -> Dict[str, Any]:
+    return {"algorithm": self.name, "generation": self.search.generation,
+            "frames": self.search.frames, "elite_score": self.search.elite_score,
+            "last": self.history[-1] if self.history else None}
+
+  def close(self) -> None:
+    if self._close is not None:
+      self._close()
 
 
-def _save(algorithm, logdir: str, identity: Dict[str, Any]) -> None:
-  state, arrays = algorithm.state()
-  state = dict(state, run=identity)
-  try:
-    checkpoint.save(logdir, state, arrays)
-  except OSError as e:
-    raise cli.RunFailed(
-        f"cannot write the checkpoint of generation {algorithm.generation} in {logdir}: "
-        f"{e.strerror or e}; the checkpoint there still holds generation "
-        f"{_saved_generation(logdir)} (resume with --resume)") from e
-
-
-def _export(algorithm, export_dir: str, observation_spec: tf.TensorSpec, writer,
-            env_protocol=None) -> None:
-  try:
-    export_elite(algorithm, export_dir, observation_spec, env_protocol)
-  except (OSError, tf.errors.OpError) as e:
-    writer.close()
-    raise cli.RunFailed(f"cannot export the elite to {export_dir}: {resume.first_line(e)}; "
-                        f"the checkpoint holds generation {algorithm.generation}") from e
+def options(config: RunConfig, flags_text: Optional[str] = None,
+            on_start: Optional[Callable[[], None]] = None) -> run_loop.RunOptions:
+  """A checkpoint every generation; an export every `export_every` and at the end."""
+  return run_loop.RunOptions(
+      logdir=config.logdir, resume=config.resume, checkpoint_every=run_loop.Every(steps=1),
+      export=config.export, export_every=run_loop.Every(steps=config.export_every),
+      flags_text=flags_text, on_start=on_start)
 
 
 def run(algorithm, config: RunConfig, observation_spec: tf.TensorSpec,
@@ -145,63 +187,14 @@ def run(algorithm, config: RunConfig, observation_spec: tf.TensorSpec,
   `on_start` is called once the checkpoint is restored (or there is none),
   before the first generation: what it writes survives only accepted runs.
   """
-  os.makedirs(config.logdir, exist_ok=True)
-  identity = run_identity(algorithm, observation_spec, config.identity)
-  saved = open_checkpoint(config)
-  if saved is not None:
-    state, arrays = saved
-    resume.check_same_run(state.get("run"), identity, config.logdir)
-    _restore(algorithm, state, arrays, config.logdir)
-    print_fn(f"[{algorithm.name}] resumed from {config.logdir} at generation "
-             f"{algorithm.generation} ({algorithm.frames} frames)")
-  elif config.resume:
-    print_fn(f"[{algorithm.name}] {resume.nothing_to_resume(config.logdir)}")
-  if on_start is not None:
-    on_start()
-  writer = tf.summary.create_file_writer(config.logdir)
-  history = []
-  export_dir = os.path.join(config.logdir, "elite")
-  with stopping.on_signals(algorithm.evaluator.stop) as stop:
-    while not stop.is_set() and algorithm.generation < config.generations and (
-        config.max_frames <= 0 or algorithm.frames < config.max_frames):
-      try:
-        metrics = algorithm.step()
-      except evaluation.Stopped:
-        # The step may have changed the state half-way (ES updates theta
-        # before it scores the centre): go back to the saved generation.
-        if checkpoint.exists(config.logdir):
-          _restore(algorithm, *checkpoint.load(config.logdir), config.logdir)
-        break
-      except evaluators.WorkersLost as e:
-        writer.close()
-        raise evaluators.WorkersLost(
-            f"{e}; the checkpoint in {config.logdir} holds generation "
-            f"{_saved_generation(config.logdir)} (resume with --resume, with or "
-            f"without Ray)") from e
-      history.append(metrics)
-      print_fn(format_line(algorithm.name, metrics))
-      with writer.as_default(step=metrics["generation"]):
-        for key in SCALARS:
-          tf.summary.scalar(f"{algorithm.name}/{key}", metrics[key])
-        tf.summary.scalar(f"{algorithm.name}/nan_returns", metrics.get("nan_returns", 0))
-      writer.flush()
-      try:
-        _save(algorithm, config.logdir, identity)
-      except cli.RunFailed:
-        writer.close()
-        raise
-      if (config.export and config.export_every > 0 and
-          metrics["generation"] % config.export_every == 0):
-        _export(algorithm, export_dir, observation_spec, writer, config.env_protocol)
-      if config.target_score is not None and metrics["elite"] >= config.target_score:
-        break
-  if stop.is_set():
-    print_fn(f"[{algorithm.name}] stopped by a signal; the checkpoint in {config.logdir} "
-             f"holds generation {algorithm.generation} (resume with --resume)")
-  if config.export and algorithm.generation > 0:
-    with stopping.final_save(config.logdir):
-      _export(algorithm, export_dir, observation_spec, writer, config.env_protocol)
-    print_fn(f"[{algorithm.name}] elite ({algorithm.elite_score:.2f}) exported to "
-             f"{export_dir}")
-  writer.close()
-  return history
+  generations = Generations(algorithm, config, observation_spec, print_fn)
+  run_loop.run(lambda: generations, checkpoint.Store(config.logdir),
+               options(config, on_start=on_start))
+  return generations.history
+
+
+def run_built(build: Callable[[], Generations], config: RunConfig,
+              flags_text: Optional[str] = None) -> Dict[str, Any]:
+  """A run whose algorithm `build` makes once the logdir is locked and its
+  checkpoint accepted (before Ray workers start); the summary."""
+  return run_loop.run(build, checkpoint.Store(config.logdir), options(config, flags_text))

@@ -2,15 +2,12 @@
 the shared layer flags of `tfrl.layers.flags`; presets in `flags/td3_*.flags`)."""
 
 import json
-import os
 
 from absl import app
 from absl import flags
 
-from tfrl import atomic_files
 from tfrl import cli
 from tfrl import flagconfig
-from tfrl import logdir_lock
 from tfrl.layers import flags as layer_flags
 from tfrl.td3 import config as config_lib
 from tfrl.td3 import loop as train_lib
@@ -33,16 +30,9 @@ def main(argv):
   run = flagconfig.build(config_lib.RunOptions)
   plan = layer_flags.layer_plan_from_flags(FLAGS)
   reward_config = layer_flags.reward_aware_config_from_flags(FLAGS)
-  flags_text = FLAGS.flags_into_string()
-
-  def write_flags():  # once the checkpoint is restored or refused: never the refused run's
-    atomic_files.write_text(os.path.join(run.logdir, "flags.txt"), flags_text)
-
-  with logdir_lock.hold(run.logdir):
-    summary = train_lib.train(config, plan, reward_config, run.logdir, resume=run.resume,
-                              export=run.export,
-                              resume_without_replay=run.resume_without_replay,
-                              on_start=write_flags)
+  summary = train_lib.train(config, plan, reward_config, run.logdir, resume=run.resume,
+                            export=run.export, resume_without_replay=run.resume_without_replay,
+                            flags_text=FLAGS.flags_into_string())
   summary = {k: v for k, v in summary.items() if k != "layers"}
   print(json.dumps(summary))
 

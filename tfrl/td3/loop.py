@@ -1,53 +1,46 @@
-"""The TD3 training loop: a Python actor loop over a gymnasium env, training
-phases in one tf.function call, checkpoints, TensorBoard and export.
+"""TD3 as a `run_loop.Algorithm`: a Python actor loop over a gymnasium env,
+training phases in one tf.function call, evaluation and export.
 
     summary = train(TD3Config(protocol=EnvProtocol(env="Pendulum-v1")), plan,
                     reward_config, logdir)
+
+A step of the run is a span of env steps up to the next event: a training
+phase (every `update_every` steps), a log line, an evaluation, a checkpoint
+or the end; the run's skeleton (`tfrl.run_loop`) does the rest: the logdir,
+resuming, checkpoints every `checkpoint_every` steps with their replay
+buffers (`tfrl.td3.checkpoints`), signals, the export and `summary.json`.
 
 Reward-aware pruning: each finished training episode's return goes to the
 `RewardAwareController`, which is consulted every `plan.default.frequency`
 training iterations between `begin_step` and `end_step` (see
 `tfrl/layers/gst.py` for the rule). The compression ratio is recorded after
 every training phase and averaged over all training iterations.
-On `resume`, the latest checkpoint (networks, optimizers, controller,
-compression tracker, counters, training seconds) and the replay buffer saved
-with it (`checkpoints/replay-<step>.npz`) are restored; the environment
-starts a new episode. A checkpoint without its replay buffer is refused
-unless `resume_without_replay` (the buffer then starts empty). A fresh run
-refuses a logdir with checkpoints, a resume refuses another run's (see
-`tfrl.tf_checkpoints`).
-
-Crash safety: each checkpoint writes its replay buffer first (to a temporary
-name, renamed), then the TF checkpoint, and only then removes the buffer of
-the previous one, so the latest checkpoint always has its own buffer.
-
-SIGINT (Ctrl-C) or SIGTERM stops the loop after the current step: the
-checkpoint, replay buffer and policies are written, the summary says
-`"completed": false`, and `--resume` carries on from there.
+On resume, the latest checkpoint (networks, optimizers, controller,
+compression tracker, counters, training seconds) and its replay buffer are
+restored; the environment starts a new episode. SIGINT (Ctrl-C) or SIGTERM
+stops the run after the current env step: the checkpoint, replay buffer and
+policies are written, the summary says `"completed": false`, and `--resume`
+carries on from there.
 """
 
-import glob
 import os
 import time
-from typing import Callable, Optional
+from typing import Optional
 
-from absl import logging
 import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from tfrl import atomic_files
-from tfrl import cli
 from tfrl import export as export_lib
 from tfrl import layers as tl
-from tfrl import resume as resume_lib
-from tfrl import stopping
+from tfrl import run_loop
 from tfrl import tf_checkpoints
 from tfrl.envs.episodes import play_episodes
 from tfrl.envs.gym_env import make_gymnasium
 from tfrl.envs.protocol import make_env
 from tfrl.layers import gst
 from tfrl.layers import spec as spec_lib
+from tfrl.td3 import checkpoints as checkpoints_lib
 from tfrl.td3 import config as config_lib
 from tfrl.td3 import learner as learner_lib
 from tfrl.td3 import networks
@@ -95,40 +88,6 @@ def export_policies(learner: learner_lib.TD3Learner, plan, export_dir: str,
           "policy_compressed_bytes": _dir_bytes(os.path.join(packed_dir, "variables"))}
 
 
-LEGACY_REPLAY_FILE = "replay.npz"  # one buffer for every checkpoint, before replay-<step>
-
-
-def replay_path(checkpoint_path: str) -> str:
-  """The replay buffer saved with `<dir>/ckpt-<step>`: `<dir>/replay-<step>.npz`."""
-  directory, name = os.path.split(checkpoint_path)
-  return os.path.join(directory, "replay-" + name.split("-", 1)[1] + ".npz")
-
-
-def _remove_other_replays(directory: str, keep: str) -> None:
-  for path in glob.glob(os.path.join(directory, "replay*.npz*")):
-    if path != keep:
-      try:
-        os.remove(path)
-      except OSError:
-        pass
-
-
-def _restore_replay(replay, checkpoint_path: str, resume_without_replay: bool) -> None:
-  path = replay_path(checkpoint_path)
-  if not os.path.exists(path):
-    legacy = os.path.join(os.path.dirname(path), LEGACY_REPLAY_FILE)
-    path = legacy if os.path.exists(legacy) else None
-  if path is None:
-    if not resume_without_replay:
-      raise ValueError(f"cannot resume from {checkpoint_path}: its replay buffer "
-                       f"{replay_path(checkpoint_path)} is missing; pass "
-                       f"--resume_without_replay to resume with an empty buffer.")
-    logging.warning("Resuming from %s with an empty replay buffer (--resume_without_replay).",
-                    checkpoint_path)
-    return
-  replay.load(path)  # raises resume.CorruptCheckpoint for a bad file
-
-
 def identity(config: config_lib.TD3Config, learner: learner_lib.TD3Learner) -> dict:
   """What a TD3 checkpoint records and a resume must match."""
   ident = {"algorithm": "td3", **config.protocol.identity(),
@@ -138,162 +97,204 @@ def identity(config: config_lib.TD3Config, learner: learner_lib.TD3Learner) -> d
   return ident
 
 
-def train(config: config_lib.TD3Config, plan=None,
-          reward_config: Optional[gst.RewardAwareConfig] = None, logdir: str = "/tmp/tfrl_td3",
-          resume: bool = False, export: bool = True,
-          resume_without_replay: bool = False,
-          on_start: Optional[Callable[[], None]] = None) -> dict:
-  """Trains TD3; returns (and writes to `logdir/summary.json`) a summary dict.
 
-  `on_start` is called once the logdir's checkpoint is restored (or there is
-  none), before the first step: what it writes survives only accepted runs.
-  """
-  plan = spec_lib.as_plan(plan)
-  os.makedirs(logdir, exist_ok=True)
-  checkpoint_dir = os.path.join(logdir, "checkpoints")
-  if not resume and tf_checkpoints.has_checkpoint(checkpoint_dir):
-    resume_lib.refuse_fresh_run(checkpoint_dir, "checkpoints")  # before building anything
-  np.random.seed(config.seed)
-  tf.random.set_seed(config.seed)
-  env = continuous_env(config.protocol)
-  eval_env = make_env(config.protocol, 1, config.seed)
-  obs_dim = int(np.prod(env.observation_space.shape))
-  low, high = env.action_space.low, env.action_space.high
-  learner = learner_lib.TD3Learner(config, obs_dim, low, high, plan)
-  replay = replay_lib.ReplayBuffer(obs_dim, learner.action_dim, config.replay_size, config.seed)
-  uses_controller = bool(gst.reward_aware_layers(learner.networks))
-  controller = gst.RewardAwareController(reward_config or gst.RewardAwareConfig())
-  if uses_controller:
-    controller.update(learner.networks)  # writes the initial sparsity into the layers.
-  tracker = tl.CompressionTracker()
-  env_steps = tf.Variable(0, dtype=tf.int64, trainable=False)
-  episodes = tf.Variable(0, dtype=tf.int64, trainable=False)
-  seconds = tf.Variable(0.0, dtype=tf.float64, trainable=False)  # summed over resumes
-  checkpoint = tf.train.Checkpoint(learner=learner, controller=controller, tracker=tracker,
-                                   env_steps=env_steps, episodes=episodes, seconds=seconds)
-  checkpoints = tf_checkpoints.RunCheckpoints(checkpoint, checkpoint_dir,
-                                              identity(config, learner), max_to_keep=2,
-                                              resume_run=resume)
-  restored = checkpoints.restore_latest()
-  if restored:
-    _restore_replay(replay, restored, resume_without_replay)
-    logging.info("Resumed from %s at step %d.", restored, int(env_steps))
-  elif resume:
-    logging.warning(resume_lib.nothing_to_resume(logdir))
-  if on_start is not None:
-    on_start()
-  writer = tf.summary.create_file_writer(logdir)
-  rng = np.random.default_rng(config.seed + int(env_steps))
-  spec = plan.default
-  scale = (high - low) / 2.0
+def _next_multiple(t: int, every: int) -> int:
+  return (t // every + 1) * every
 
-  def save_checkpoint():
-    seconds.assign(seconds0 + time.time() - start)
-    number = int(env_steps)
-    if checkpoints.latest_number == number:
-      # Saved at this step already (the final save after a checkpoint step, or a
-      # stop right after a resume): nothing but the seconds changed, and saving
-      # again would rewrite the latest checkpoint in place.
-      return
-    # The buffer first: the checkpoint that names it exists only once it is whole.
-    buffer_name = f"replay-{number}.npz"
 
-    def write_replay(directory):
-      path = os.path.join(directory, buffer_name)
-      try:
-        replay.save(path)
-      except OSError as e:
-        raise cli.RunFailed(f"cannot write the replay buffer {path}: {e.strerror or e}; "
-                            f"the latest complete checkpoint is {checkpoints.latest}") from e
+class TD3Run(run_loop.Algorithm):
+  """One TD3 run (see the module docstring); `run_loop` drives it."""
 
-    checkpoints.save(number, write_extras=write_replay)
-    buffer_path = os.path.join(checkpoint_dir, buffer_name)
-    _remove_other_replays(checkpoint_dir, keep=buffer_path)
+  name = "td3"
 
-  obs, _ = env.reset(seed=config.seed + int(episodes))
-  episode_return, recent = 0.0, []
-  metrics = {}
-  eval_return = None
-  t0, steps0 = time.time(), int(env_steps)
-  start, seconds0 = time.time(), float(seconds)
-  with writer.as_default(), stopping.on_signals() as stop:
-    t = int(env_steps)
-    while t < config.total_steps and not stop.is_set():
-      if t < config.start_steps:
-        action = env.action_space.sample()
-      else:
-        action = learner.act(obs[None].astype(np.float32))[0].numpy()
-        action = np.clip(action + rng.normal(size=action.shape) * config.exploration_noise
-                         * scale, low, high)
-      next_obs, reward, terminated, truncated, _ = env.step(action)
-      replay.add(obs, action, reward, next_obs, terminated)
-      episode_return += float(reward)
-      obs = next_obs
-      t = int(env_steps.assign_add(1))
-      if terminated or truncated:
-        episodes.assign_add(1)
-        recent = (recent + [episode_return])[-10:]
-        controller.record_return(episode_return)
-        tf.summary.scalar("train/episode_return", episode_return, step=t)
-        obs, _ = env.reset(seed=config.seed + int(episodes))
-        episode_return = 0.0
-      if t >= config.start_steps and t % config.update_every == 0:
-        before = int(learner.num_updates)
-        metrics = learner.update(*replay.sample(config.update_every, config.batch_size))
-        after = int(learner.num_updates)
-        if uses_controller and controller.decision_due(spec, before, after):
-          decision = controller.update(learner.networks)
-          tf.summary.scalar("gst/target_sparsity", controller.sparsity, step=t)
-          if decision != "wait":
-            logging.info("step %d: reward-aware %s -> sparsity %.3f", t, decision,
-                         float(controller.sparsity))
-        tracker.record(after, learner.networks)
-      if t % config.log_every == 0:
-        report = tl.compression_report(learner.networks)
-        sps = (t - steps0) / max(time.time() - t0, 1e-6)
-        t0, steps0 = time.time(), t
-        tf.summary.scalar("compression/ratio", report["total"]["compression_ratio"], step=t)
-        tf.summary.scalar("compression/average_ratio", tracker.average(), step=t)
-        tf.summary.scalar("compression/stored_params", report["total"]["stored_params"], step=t)
-        tf.summary.scalar("compression/bytes", report["total"]["bytes"], step=t)
-        for name, stats in report["layers"].items():
-          tf.summary.scalar(f"compression_layers/{name}", stats["compression_ratio"], step=t)
-        for key, value in metrics.items():
-          tf.summary.scalar(f"train/{key}", value, step=t)
-        tf.summary.scalar("perf/steps_per_sec", sps, step=t)
-        logging.info("step %d: return(last10) %.1f ratio %.3f avg %.3f %.0f steps/s", t,
-                     np.mean(recent) if recent else float("nan"),
-                     report["total"]["compression_ratio"], tracker.average(), sps)
-      if config.eval_every and t % config.eval_every == 0:
-        eval_return = evaluate(learner.act, eval_env, config.eval_episodes, 10_000 + t)
-        tf.summary.scalar("eval/return", eval_return, step=t)
-      if t % config.checkpoint_every == 0:
-        save_checkpoint()
-    if stop.is_set():
-      logging.info("Stopped by a signal at step %d; writing the checkpoint.", t)
-    elif eval_return is None or not config.eval_every or t % config.eval_every:
-      eval_return = evaluate(learner.act, eval_env, config.eval_episodes, 10_000 + t)
-      tf.summary.scalar("eval/return", eval_return, step=t)
-  with stopping.final_save(logdir):
-    save_checkpoint()
-    writer.flush()
-    report = tl.compression_report(learner.networks)
-    summary = {
-        "env": config.protocol.env, "env_steps": t, "completed": t >= config.total_steps,
-        "training_iterations": int(learner.num_updates),
-        "eval_return": eval_return,
-        "train_return_last10": float(np.mean(recent)) if recent else None,
+  def __init__(self, config: config_lib.TD3Config, plan=None,
+               reward_config: Optional[gst.RewardAwareConfig] = None,
+               logdir: str = "/tmp/tfrl_td3"):
+    self.config = config
+    self.plan = spec_lib.as_plan(plan)
+    self.logdir = logdir
+    np.random.seed(config.seed)
+    tf.random.set_seed(config.seed)
+    self.env = continuous_env(config.protocol)
+    self.eval_env = make_env(config.protocol, 1, config.seed)
+    obs_dim = int(np.prod(self.env.observation_space.shape))
+    self.low, self.high = self.env.action_space.low, self.env.action_space.high
+    self.learner = learner_lib.TD3Learner(config, obs_dim, self.low, self.high, self.plan)
+    self.replay = replay_lib.ReplayBuffer(obs_dim, self.learner.action_dim, config.replay_size,
+                                          config.seed)
+    self.uses_controller = bool(gst.reward_aware_layers(self.learner.networks))
+    self.controller = gst.RewardAwareController(reward_config or gst.RewardAwareConfig())
+    if self.uses_controller:
+      self.controller.update(self.learner.networks)  # the initial sparsity
+    self.tracker = tl.CompressionTracker()
+    self.env_steps = tf.Variable(0, dtype=tf.int64, trainable=False)
+    self.episodes = tf.Variable(0, dtype=tf.int64, trainable=False)
+    self.seconds = tf.Variable(0.0, dtype=tf.float64, trainable=False)  # summed over resumes
+    self.checkpoint = tf.train.Checkpoint(
+        learner=self.learner, controller=self.controller, tracker=self.tracker,
+        env_steps=self.env_steps, episodes=self.episodes, seconds=self.seconds)
+    self.eval_return: Optional[float] = None
+    self.recent = []  # the last 10 training episodes' returns
+    self.metrics = {}
+    self._evaluated_at = None  # the step of this process's last evaluation
+    self._stop_requested = False
+
+  # -- run_loop.Algorithm ----------------------------------------------------
+
+  def identity(self) -> dict:
+    return identity(self.config, self.learner)
+
+  def count(self) -> int:
+    return int(self.env_steps)
+
+  def progress(self) -> str:
+    return f"step {self.count()}"
+
+  def begin(self) -> None:
+    config, t = self.config, self.count()
+    self._rng = np.random.default_rng(config.seed + t)
+    self._obs, _ = self.env.reset(seed=config.seed + int(self.episodes))
+    self._episode_return = 0.0
+    self._start, self._seconds0 = time.time(), float(self.seconds)
+    self._log_time, self._log_steps = time.time(), t
+
+  def finished(self) -> Optional[str]:
+    t = self.count()
+    if t >= self.config.total_steps and self._evaluated_at == t:
+      return "total_steps"
+    return None
+
+  def request_stop(self) -> None:
+    self._stop_requested = True
+
+  def step(self) -> Optional[str]:
+    """Env steps up to the next event, and that event; the final evaluation at the end."""
+    config, t = self.config, self.count()
+    if t >= config.total_steps:
+      self._evaluate(t)
+      return None
+    events = [config.update_every, config.log_every, config.checkpoint_every]
+    end = min([_next_multiple(t, e) for e in events + [config.eval_every] if e] +
+              [config.total_steps])
+    start = t
+    while t < end and not self._stop_requested:
+      t = self._env_step()
+    if t == start:  # stopped before its first env step: the events at t are done
+      return None
+    if t >= config.start_steps and t % config.update_every == 0:
+      self._train(t)
+    line = self._log(t) if t % config.log_every == 0 else None
+    if config.eval_every and t % config.eval_every == 0:
+      self._evaluate(t)
+    self.seconds.assign(self._seconds0 + time.time() - self._start)
+    return line
+
+  def end(self, reason: str) -> None:
+    self.seconds.assign(self._seconds0 + time.time() - self._start)
+
+  def export(self) -> dict:
+    return export_policies(self.learner, self.plan, self.logdir, self.config.protocol)
+
+  def results(self) -> dict:
+    t = self.count()
+    report = tl.compression_report(self.learner.networks)
+    return {
+        "env": self.config.protocol.env, "env_steps": t, "completed": t >= self.config.total_steps,
+        "training_iterations": int(self.learner.num_updates),
+        "eval_return": self.eval_return,
+        "train_return_last10": float(np.mean(self.recent)) if self.recent else None,
         "final_compression_ratio": report["total"]["compression_ratio"],
-        "average_compression_ratio": tracker.average(),
+        "average_compression_ratio": self.tracker.average(),
         "dense_params": report["total"]["dense_params"],
         "stored_params": report["total"]["stored_params"],
         "stored_bytes": report["total"]["bytes"],
         "layers": report["layers"],
-        "wall_seconds": float(seconds),
+        "wall_seconds": float(self.seconds),
     }
-    if export:
-      summary.update(export_policies(learner, plan, logdir, config.protocol))
-    atomic_files.write_json(os.path.join(logdir, "summary.json"), summary, indent=1)
-  env.close()
-  eval_env.close()
-  return summary
+
+  def close(self) -> None:
+    self.env.close()
+    self.eval_env.close()
+
+  # -- TD3 -------------------------------------------------------------------
+
+  def _env_step(self) -> int:
+    """One env step with exploration (uniform before `start_steps`); the new count."""
+    config, obs = self.config, self._obs
+    if self.count() < config.start_steps:
+      action = self.env.action_space.sample()
+    else:
+      action = self.learner.act(obs[None].astype(np.float32))[0].numpy()
+      noise = self._rng.normal(size=action.shape) * config.exploration_noise
+      action = np.clip(action + noise * (self.high - self.low) / 2.0, self.low, self.high)
+    next_obs, reward, terminated, truncated, _ = self.env.step(action)
+    self.replay.add(obs, action, reward, next_obs, terminated)
+    self._episode_return += float(reward)
+    self._obs = next_obs
+    t = int(self.env_steps.assign_add(1))
+    if terminated or truncated:
+      self.episodes.assign_add(1)
+      self.recent = (self.recent + [self._episode_return])[-10:]
+      self.controller.record_return(self._episode_return)
+      tf.summary.scalar("train/episode_return", self._episode_return, step=t)
+      self._obs, _ = self.env.reset(seed=config.seed + int(self.episodes))
+      self._episode_return = 0.0
+    return t
+
+  def _train(self, t: int) -> None:
+    """One training phase (`update_every` updates); the controller when due."""
+    config, learner = self.config, self.learner
+    before = int(learner.num_updates)
+    self.metrics = learner.update(*self.replay.sample(config.update_every, config.batch_size))
+    after = int(learner.num_updates)
+    if self.uses_controller and self.controller.decision_due(self.plan.default, before, after):
+      decision = self.controller.update(learner.networks)
+      tf.summary.scalar("gst/target_sparsity", self.controller.sparsity, step=t)
+      if decision != "wait":
+        self.console.line(f"step {t}: reward-aware {decision} -> sparsity "
+                          f"{float(self.controller.sparsity):.3f}")
+    self.tracker.record(after, learner.networks)
+
+  def _log(self, t: int) -> str:
+    """Compression and training summaries; the console line."""
+    report = tl.compression_report(self.learner.networks)
+    sps = (t - self._log_steps) / max(time.time() - self._log_time, 1e-6)
+    self._log_time, self._log_steps = time.time(), t
+    total = report["total"]
+    tf.summary.scalar("compression/ratio", total["compression_ratio"], step=t)
+    tf.summary.scalar("compression/average_ratio", self.tracker.average(), step=t)
+    tf.summary.scalar("compression/stored_params", total["stored_params"], step=t)
+    tf.summary.scalar("compression/bytes", total["bytes"], step=t)
+    for name, stats in report["layers"].items():
+      tf.summary.scalar(f"compression_layers/{name}", stats["compression_ratio"], step=t)
+    for key, value in self.metrics.items():
+      tf.summary.scalar(f"train/{key}", value, step=t)
+    tf.summary.scalar("perf/steps_per_sec", sps, step=t)
+    recent = np.mean(self.recent) if self.recent else float("nan")
+    return (f"step {t}: return(last10) {recent:.1f} ratio {total['compression_ratio']:.3f} "
+            f"avg {self.tracker.average():.3f} {sps:.0f} steps/s")
+
+  def _evaluate(self, t: int) -> None:
+    self.eval_return = evaluate(self.learner.act, self.eval_env, self.config.eval_episodes,
+                                10_000 + t)
+    self._evaluated_at = t
+    tf.summary.scalar("eval/return", self.eval_return, step=t)
+
+
+def options(config: config_lib.TD3Config, logdir: str, resume: bool = False,
+            export: bool = True, flags_text: Optional[str] = None) -> run_loop.RunOptions:
+  """How the skeleton runs TD3: a checkpoint every `config.checkpoint_every` env steps."""
+  return run_loop.RunOptions(logdir=logdir, resume=resume, export=export,
+                             checkpoint_every=run_loop.Every(steps=config.checkpoint_every),
+                             flags_text=flags_text)
+
+
+def train(config: config_lib.TD3Config, plan=None,
+          reward_config: Optional[gst.RewardAwareConfig] = None, logdir: str = "/tmp/tfrl_td3",
+          resume: bool = False, export: bool = True, resume_without_replay: bool = False,
+          flags_text: Optional[str] = None) -> dict:
+  """Trains TD3; returns (and writes to `logdir/summary.json`) a summary dict."""
+  store = checkpoints_lib.ReplayCheckpoints(os.path.join(logdir, "checkpoints"),
+                                            resume_without_replay)
+  return run_loop.run(lambda: TD3Run(config, plan, reward_config, logdir), store,
+                      options(config, logdir, resume, export, flags_text))
