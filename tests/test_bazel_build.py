@@ -1,4 +1,5 @@
-"""The Bazel build (BUILD, WORKSPACE) makes an op library that loads and runs."""
+"""The Bazel build (BUILD, WORKSPACE, custom_ops/<family>/BUILD) makes op
+libraries that load and run."""
 
 import os
 import shutil
@@ -45,10 +46,11 @@ class BazelBuildTest(tf.test.TestCase):
     # Leave no Bazel server running after the test.
     subprocess.run([bazel, "shutdown"], cwd=ROOT, capture_output=True, timeout=120)
     self.assertEqual(build.returncode, 0, build.stderr[-3000:])
-    library = os.path.join(ROOT, "bazel-bin", "custom_ops", "_ale_ops.so")
+    library = os.path.join(ROOT, "bazel-bin", "custom_ops", "ale", "_ale_ops.so")
     self.assertTrue(os.path.exists(library))
     self.assertEqual(play(library), play())
-    population = os.path.join(ROOT, "bazel-bin", "custom_ops", "_population_ops.so")
+    population = os.path.join(ROOT, "bazel-bin", "custom_ops", "population",
+                              "_population_ops.so")
     tf.load_op_library(population)  # Loads and registers its ops.
 
 
