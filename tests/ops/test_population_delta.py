@@ -1,11 +1,17 @@
-"""PopulationDeltaConv2D (incremental inference) against the full convolution,
-step after step, and its handling of bad input."""
+"""PopulationDeltaConv2D (incremental inference) against the full convolution
+(`tfrl.ops.reference`), step after step, and its handling of bad input."""
 
 from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
 from tfrl.ops import population_delta as delta
+from tfrl.ops import reference
+
+
+def _full(x, w, index, **kwargs):
+  """The reference: the full convolution of the layer's input f(x)."""
+  return reference.population_delta_conv2d(x, w, index, **kwargs)
 
 
 def _change(rng, x, fraction):
@@ -55,8 +61,7 @@ class PopulationDeltaConv2DTest(tf.test.TestCase, parameterized.TestCase):
     for step in range(12):
       x = x_prev if step == 0 else _change(rng, x_prev, 0.02)
       acc = delta.population_delta_conv2d_op(x, x_prev, acc, w, index, fresh, **kwargs)
-      full = delta.population_delta_conv2d_reference(x, x_prev, acc, w, index, fresh,
-                                                     **kwargs)
+      full = _full(x, w, index, **kwargs)
       self.assertEqual(acc.shape, (b,) + out)
       self.assertAllClose(acc, full, rtol=1e-4, atol=1e-4 * np.sqrt(ks * ks * hwc[2]),
                           msg=f"step {step}")
@@ -82,8 +87,7 @@ class PopulationDeltaConv2DTest(tf.test.TestCase, parameterized.TestCase):
     kwargs = dict(kernel_size=3, stride=1, input_bias=bias, input_relu=True)
     got = delta.population_delta_conv2d_op(x, garbage_prev, garbage_acc, w, [2, 0, 1, 2],
                                            [True] * 4, **kwargs)
-    want = delta.population_delta_conv2d_reference(x, x, garbage_acc, w, [2, 0, 1, 2],
-                                                   [True] * 4, **kwargs)
+    want = _full(x, w, [2, 0, 1, 2], **kwargs)
     self.assertAllClose(got, want, rtol=1e-5, atol=1e-4)
 
   def test_row_result_independent_of_batch(self):
@@ -112,13 +116,11 @@ class PopulationDeltaConv2DTest(tf.test.TestCase, parameterized.TestCase):
     bias = rng.standard_normal((2, 16)).astype(np.float32)
     index = np.array([1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1], np.int32)
     kwargs = dict(kernel_size=6, stride=1, input_bias=bias, input_relu=True)
-    acc_prev = delta.population_delta_conv2d_reference(x_prev, None, None, w, index, None,
-                                                       **kwargs)
+    acc_prev = _full(x_prev, w, index, **kwargs)
     fresh = np.zeros(b, bool)
     fresh[5] = True
     batch = delta.population_delta_conv2d_op(x, x_prev, acc_prev, w, index, fresh, **kwargs)
-    full = delta.population_delta_conv2d_reference(x, x_prev, acc_prev, w, index, fresh,
-                                                   **kwargs)
+    full = _full(x, w, index, **kwargs)
     self.assertAllClose(batch, full, rtol=1e-4, atol=1e-3)
     for row in range(b):
       one = delta.population_delta_conv2d_op(
@@ -166,8 +168,7 @@ class PopulationDeltaConv2DTest(tf.test.TestCase, parameterized.TestCase):
     kwargs = dict(kernel_size=2, stride=2)
     got = delta.population_delta_conv2d(x, x * 0, acc, w, [0, 0], [False, False],
                                         use_op=False, **kwargs)
-    want = delta.population_delta_conv2d_reference(x, x, acc, w, [0, 0], [True, True],
-                                                   **kwargs)
+    want = _full(x, w, [0, 0], **kwargs)
     self.assertAllEqual(got, want)
 
   @parameterized.named_parameters(
@@ -289,23 +290,12 @@ class PopulationDeltaNetTest(tf.test.TestCase, parameterized.TestCase):
 
 
 def _full_sparse(x, w, index, ks, stride, scale=1.0, bias=None, relu=False):
-  """The full convolution of f(x) in float64 over the nonzero values of f(x)
-  only (as the incremental op sums: a zero input adds nothing, even times an
-  inf or NaN weight)."""
-  f = np.asarray(delta.layer_input(x, index, input_scale=scale, input_bias=bias,
-                                   input_relu=relu), np.float64)
-  b, h, w_, c = f.shape
-  oh, ow = (h - ks) // stride + 1, (w_ - ks) // stride + 1
-  out = np.zeros((b, oh, ow, w.shape[2]))
-  with np.errstate(all="ignore"):
-    for r in range(b):
-      k = np.asarray(w[index[r]], np.float64)
-      for i in range(oh):
-        for j in range(ow):
-          patch = f[r, i * stride:i * stride + ks, j * stride:j * stride + ks].reshape(-1)
-          nz = patch != 0
-          out[r, i, j] = (patch[nz, None] * k[nz]).sum(axis=0)
-  return out
+  """The full convolution of f(x) summed in float64 over the nonzero values of
+  f(x) only, as the incremental op sums (a zero input adds nothing, even
+  times an inf or NaN weight)."""
+  return reference.population_delta_conv2d(
+      x, w, index, kernel_size=ks, stride=stride, input_scale=scale, input_bias=bias,
+      input_relu=relu, dtype=tf.float64, nonzero_only=True).numpy()
 
 
 def _assert_like(test, got, want, atol, msg=""):
@@ -387,7 +377,7 @@ class NonFiniteValuesTest(tf.test.TestCase, parameterized.TestCase):
     acc = delta.population_delta_conv2d_op(x1, x0, acc, w, [0], [False], **kwargs).numpy()
     self.assertTrue(np.isposinf(acc[0, 0, 0]).all())
     acc = delta.population_delta_conv2d_op(x2, x1, acc, w, [0], [False], **kwargs).numpy()
-    want = delta.population_delta_conv2d_reference(x2, x2, acc, w, [0], [True], **kwargs)
+    want = _full(x2, w, [0], **kwargs)
     self.assertAllEqual(acc, want)  # small integers: exact
 
   def test_nan_weight_reaches_only_nonzero_inputs(self):

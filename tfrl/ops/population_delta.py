@@ -7,7 +7,7 @@ kernel, where f(v) = v * input_scale + input_bias[index] (then ReLU if
 `acc_prev + conv(f(x) - f(x_prev))`, which costs only the input values that
 changed since the last step: consecutive Atari frames differ in well under 1%
 of their values, so a network played step by step mostly costs nothing
-(`custom_ops/cc/kernels/population_delta.cc`). A dense layer is the same op
+(`custom_ops/population/cc/kernels/population_delta.cc`). A dense layer is the same op
 with `kernel_size` equal to the spatial size of its input.
 
 The result equals the full convolution up to float rounding, which
@@ -18,9 +18,10 @@ not finite (an inf or NaN entered or left its window, or a sum overflowed) is
 recomputed from its whole window, so `inf - inf` in the accumulator never
 poisons the steps after the non-finite value has gone.
 
-`population_delta_conv2d_reference` computes the full convolution of f(x) in
-plain TensorFlow (x_prev, acc_prev and fresh do not matter to it); it is the
-fallback when the compiled library is absent and the tests' yardstick.
+`tfrl.ops.reference.population_delta_conv2d` computes the full convolution
+of f(x) in plain TensorFlow (x_prev, acc_prev and fresh do not matter to
+it); it is the fallback when the compiled library is absent and the tests'
+yardstick.
 """
 
 from typing import List, Optional, Sequence, Tuple
@@ -28,6 +29,9 @@ from typing import List, Optional, Sequence, Tuple
 import tensorflow as tf
 
 from tfrl.ops import population as pop_ops
+from tfrl.ops import reference
+
+layer_input = reference.layer_input
 
 
 def _input_bias(input_bias):
@@ -116,28 +120,6 @@ def population_delta_net_op(obs, obs_prev, acc_prev: Sequence, kernels: Sequence
   return logits, list(acc)
 
 
-def layer_input(x, index, *, input_scale: float = 1.0, input_bias=None,
-                input_relu: bool = False) -> tf.Tensor:
-  """f(x) [B, H, W, C] float32: what the layer convolves (see the module doc)."""
-  index = tf.cast(tf.convert_to_tensor(index), tf.int32)
-  u = tf.cast(tf.convert_to_tensor(x), tf.float32) * input_scale
-  if input_bias is not None:
-    u = u + tf.gather(tf.convert_to_tensor(input_bias, tf.float32), index)[:, None, None, :]
-  return tf.nn.relu(u) if input_relu else u
-
-
-def population_delta_conv2d_reference(x, x_prev, acc_prev, w, index, fresh, *,
-                                      kernel_size: int, stride: int = 1,
-                                      input_scale: float = 1.0, input_bias=None,
-                                      input_relu: bool = False) -> tf.Tensor:
-  """The full convolution of f(x), with `population_conv2d_reference`."""
-  del x_prev, acc_prev, fresh  # the exact value does not depend on them.
-  u = layer_input(x, index, input_scale=input_scale, input_bias=input_bias,
-                  input_relu=input_relu)
-  return pop_ops.population_conv2d_reference(u, w, tf.cast(index, tf.int32),
-                                             kernel_size=kernel_size, stride=stride)
-
-
 def population_delta_conv2d(x, x_prev, acc_prev, w, index, fresh, *, kernel_size: int,
                             stride: int = 1, input_scale: float = 1.0, input_bias=None,
                             input_relu: bool = False,
@@ -149,6 +131,8 @@ def population_delta_conv2d(x, x_prev, acc_prev, w, index, fresh, *, kernel_size
   """
   if use_op is None:
     use_op = pop_ops.have_op()
-  fn = population_delta_conv2d_op if use_op else population_delta_conv2d_reference
-  return fn(x, x_prev, acc_prev, w, index, fresh, kernel_size=kernel_size, stride=stride,
-            input_scale=input_scale, input_bias=input_bias, input_relu=input_relu)
+  kwargs = dict(kernel_size=kernel_size, stride=stride, input_scale=input_scale,
+                input_bias=input_bias, input_relu=input_relu)
+  if use_op:
+    return population_delta_conv2d_op(x, x_prev, acc_prev, w, index, fresh, **kwargs)
+  return reference.population_delta_conv2d(x, w, index, **kwargs)
