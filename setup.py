@@ -9,7 +9,8 @@
 2. compiles every op family, one folder `custom_ops/<family>/` with its op
    registrations `cc/ops/*.cc` and its kernels `cc/kernels/*.cc`, into
    `tfrl/ops/_<family>_ops.so` with TensorFlow's own compile and link flags
-   (tf.sysconfig).
+   (tf.sysconfig). Optional parts of a family (BUILD_OPTIONS) are left out
+   unless their environment variable is 1.
 
 `python setup.py configure_bazel` writes the local repositories that the
 Bazel build (`BUILD`, `WORKSPACE`, `custom_ops/<family>/BUILD`) needs:
@@ -40,6 +41,29 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 OPS_DIR = "custom_ops"
 # Op families that link the emulator.
 FAMILIES_NEEDING_ALE = {"ale"}
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildOption:
+  """An optional part of an op family: its sources (relative to the family's
+  folder) and the macro its other sources test, both only when enabled."""
+  family: str
+  sources: tuple
+  define: str
+  bazel: str  # the same switch in the Bazel build
+
+
+# Left out of the default build: no preset runs them and no measurement
+# showed them a gain (docs/performance_notes.md). VARIABLE=1 compiles one in.
+BUILD_OPTIONS = {
+    "TFRL_BUILD_AMX": BuildOption(
+        "population", ("cc/kernels/population_amx.cc",), "TFRL_POPULATION_AMX",
+        "--define=tfrl_amx=1"),
+    "TFRL_BUILD_DELTA_CONV2D": BuildOption(
+        "population", ("cc/ops/population_delta_conv2d_ops.cc",
+                       "cc/kernels/population_delta_conv2d.cc"),
+        "TFRL_POPULATION_DELTA_CONV2D", "--define=tfrl_delta_conv2d=1"),
+}
 
 
 def log(message: str) -> None:
@@ -193,24 +217,46 @@ def tensorflow_flags():
   return tf.sysconfig.get_compile_flags(), tf.sysconfig.get_link_flags()
 
 
+def enabled_options(environ=None):
+  """{variable: BuildOption} of the options whose variable is 1 in `environ`."""
+  environ = os.environ if environ is None else environ
+  enabled = {}
+  for variable, option in BUILD_OPTIONS.items():
+    value = environ.get(variable, "0")
+    if value not in ("0", "1"):
+      raise RuntimeError(f"{variable} must be 0 or 1, got {value!r}")
+    if value == "1":
+      enabled[variable] = option
+  return enabled
+
+
 @dataclasses.dataclass(frozen=True)
 class Family:
-  """One op family's library: its sources (relative to ROOT)."""
+  """One op family's library: its sources (relative to ROOT) and macros."""
   name: str
   sources: tuple
+  defines: tuple
   include_dir: str
 
 
-def op_families():
-  """{family: Family} from the custom_ops layout."""
+def op_families(environ=None):
+  """{family: Family} from the custom_ops layout, with the enabled options."""
+  enabled = enabled_options(environ)
   families = {}
   for folder in sorted(glob.glob(os.path.join(ROOT, OPS_DIR, "*", "cc", "ops"))):
     name = os.path.basename(os.path.dirname(os.path.dirname(folder)))
     base = os.path.join(OPS_DIR, name)
+    options = [o for o in BUILD_OPTIONS.values() if o.family == name]
+    optional = {os.path.join(base, src) for o in options for src in o.sources}
+    wanted = {os.path.join(base, src) for o in enabled.values() if o.family == name
+              for src in o.sources}
     sources = [os.path.relpath(p, ROOT)
                for pattern in ("cc/ops/*.cc", "cc/kernels/*.cc")
                for p in sorted(glob.glob(os.path.join(ROOT, base, pattern)))]
-    families[name] = Family(name, tuple(sources), os.path.join(ROOT, base, "cc", "kernels"))
+    sources = [p for p in sources if p not in optional or p in wanted]
+    defines = tuple(o.define for o in enabled.values() if o.family == name)
+    families[name] = Family(name, tuple(sources), defines,
+                            os.path.join(ROOT, base, "cc", "kernels"))
   return families
 
 
@@ -220,7 +266,7 @@ def compile_family(family: Family, output: str, objects_dir: str, tf_flags,
   cxx = os.environ.get("CXX", "g++")
   tf_compile, tf_link = tf_flags
   flags = ["-O3", "-fPIC", "-Wno-deprecated-declarations", *tf_compile,
-           f"-I{family.include_dir}"]
+           f"-I{family.include_dir}", *(f"-D{d}=1" for d in family.defines)]
   libs = []
   if family.name in FAMILIES_NEEDING_ALE:
     flags += [f"-I{ale_prefix}/include", f"-I{ale_prefix}/include/ale"]
@@ -235,7 +281,8 @@ def compile_family(family: Family, output: str, objects_dir: str, tf_flags,
     subprocess.check_call([cxx, *flags, "-c", os.path.join(ROOT, source), "-o", obj])
     return obj
 
-  log(f"compiling op family '{family.name}' ({len(family.sources)} files)")
+  options = f", options {', '.join(family.defines)}" if family.defines else ""
+  log(f"compiling op family '{family.name}' ({len(family.sources)} files{options})")
   with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
     objects = list(pool.map(compile_one, family.sources))
   subprocess.check_call([cxx, "-shared", "-o", output, *objects, *libs, *tf_link])

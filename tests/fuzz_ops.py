@@ -82,8 +82,8 @@ OUTCOMES = ("ok", "rejected") + BUGS
 
 def available_ops(ops=OPS):
   """`ops` less the per-layer delta op when the library is built without it."""
-  from tfrl.ops import population  # pylint: disable=import-outside-toplevel
-  if hasattr(population.load_library(), "population_delta_conv2d"):
+  from tfrl.ops import population_delta  # pylint: disable=import-outside-toplevel
+  if population_delta.have_delta_conv2d_op():
     return tuple(ops)
   return tuple(op for op in ops if op != "population_delta_conv2d")
 

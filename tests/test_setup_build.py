@@ -34,13 +34,14 @@ class AleBuildTest(tf.test.TestCase):
   def test_op_families_follow_the_layout(self):
     # One folder per family under custom_ops/, its registrations in cc/ops
     # and its kernels in cc/kernels; one library per family.
-    families = self.setup.op_families()
+    families = self.setup.op_families({})
     self.assertEqual(sorted(families), ["ale", "population"])
     for name, family in families.items():
       self.assertIn(f"custom_ops/{name}/cc/ops/{name}_ops.cc", family.sources)
       for source in family.sources:
         self.assertRegex(source, rf"^custom_ops/{name}/cc/(ops|kernels)/[a-z0-9_]+\.cc$")
         self.assertTrue(os.path.exists(os.path.join(ROOT, source)), source)
+      self.assertEqual(family.defines, ())
     self.assertEqual([e.name for e in self.setup.extensions()],
                      ["tfrl.ops._ale_ops", "tfrl.ops._population_ops"])
 

@@ -419,7 +419,7 @@ def gen_population_kernel_info(rng):
   del rng
 
   def run():
-    isa, cpu, amx, names, calls = lib().population_kernel_info()
+    isa, cpu, amx, names, calls, options = lib().population_kernel_info()
     isa, cpu = isa.numpy().decode(), [c.decode() for c in cpu.numpy()]
     names = [n.decode() for n in names.numpy()]
     if isa not in cpu:
@@ -429,5 +429,7 @@ def gen_population_kernel_info(rng):
       return f"path names {names}"
     if np.any(calls.numpy() < 0) or amx.dtype != tf.bool:
       return "negative call counts"
+    if not {o.decode() for o in options.numpy()} <= {"amx", "delta_conv2d"}:
+      return f"options {options}"
     return None
   return FuncCase(run)

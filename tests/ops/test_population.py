@@ -1,6 +1,7 @@
 """PopulationMatmul and PopulationConv2D (compiled op) against the gather + matmul
 reference (`tfrl.ops.reference`, in float32 and summed in float64); the
-bfloat16-input convolution (AMX or portable) against both."""
+bfloat16-input convolution (portable, or AMX in a library built with it)
+against both."""
 
 import os
 import subprocess
@@ -562,9 +563,10 @@ class BFloat16InputConvTest(tf.test.TestCase, parameterized.TestCase):
   def test_amx_and_portable_paths_agree(self):
     # TFRL_POPULATION_NO_AMX forces the portable path (round the input, then
     # the float32 GEMM) in a fresh process; this process uses AMX tiles where
-    # the CPU has AMX-BF16. Both compute the same function up to summation
-    # order. The portable path equals the float32-input op on the rounded
-    # input exactly (same GEMM, same order).
+    # the library has them (TFRL_BUILD_AMX=1) and the CPU has AMX-BF16. Both
+    # compute the same function up to summation order. The portable path
+    # equals the float32-input op on the rounded input exactly (same GEMM,
+    # same order).
     info = population.kernel_info()
     if not info["amx"]:
       # This process runs the portable path too: check it, and do not
@@ -573,8 +575,12 @@ class BFloat16InputConvTest(tf.test.TestCase, parameterized.TestCase):
       _bf16_input_outputs(check_portable=True)
       after = population.kernel_info()["calls"]
       self.assertEqual(after["amx"], before["amx"])
-      why = ("TFRL_POPULATION_NO_AMX is set" if os.environ.get("TFRL_POPULATION_NO_AMX")
-             else "this CPU has no AMX-BF16 (lscpu: amx_bf16)")
+      if "amx" not in info["options"]:
+        why = "the op library is built without it (TFRL_BUILD_AMX=1)"
+      elif os.environ.get("TFRL_POPULATION_NO_AMX"):
+        why = "TFRL_POPULATION_NO_AMX is set"
+      else:
+        why = "this CPU has no AMX-BF16 (lscpu: amx_bf16)"
       print(f"\n[population kernels] SKIPPED AMX against portable: {why}")
       self.skipTest(f"the AMX path does not run here: {why}; only the portable path was "
                     "checked")

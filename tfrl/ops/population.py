@@ -11,8 +11,9 @@ that share a network are computed as one GEMM by the compiled kernel
 convolution of each row with its own network's kernel: the op reads the image
 patches in place (no im2col buffer). With `input_dtype="bfloat16"` (bfloat16
 kernels only) the input is rounded to bfloat16 first and the products
-accumulate in float32; on CPUs with AMX-BF16 the op runs this in AMX tiles
-(the environment variable TFRL_POPULATION_NO_AMX forces its portable path).
+accumulate in float32, through the float32 GEMM; a library built with
+TFRL_BUILD_AMX=1 runs this in AMX tiles on CPUs with AMX-BF16 (the
+environment variable TFRL_POPULATION_NO_AMX then forces the other path).
 
 `tfrl.ops.reference` computes both in plain TensorFlow (`tf.gather` +
 `tf.matmul` on the active rows; im2col with `tf.image.extract_patches`): the
@@ -71,12 +72,14 @@ def kernel_info() -> dict:
   the paths 'sse', 'avx2', 'avx512' and 'amx'; 'gemm_calls', {strategy:
   GEMM calls so far} (a GEMM call is one network's rows of one layer), for
   the grouped GEMM's 'streamed' (1-2 rows, wide B), 'k_chunked' (3-8 rows,
-  wide B) and 'tiles' (the rest).
+  wide B) and 'tiles' (the rest); 'options', the optional parts built into
+  the library, off by default: 'amx' (TFRL_BUILD_AMX=1) and 'delta_conv2d'
+  (TFRL_BUILD_DELTA_CONV2D=1).
 
   Raises InvalidArgumentError when TFRL_POPULATION_ISA names an unknown build
   or one this CPU cannot run (the ops refuse to run then too).
   """
-  isa, cpu, amx, names, calls = load_library().population_kernel_info()
+  isa, cpu, amx, names, calls, options = load_library().population_kernel_info()
   counts = {n.decode(): int(c) for n, c in zip(names.numpy(), calls.numpy())}
   return {
       "isa": isa.numpy().decode(),
@@ -84,6 +87,7 @@ def kernel_info() -> dict:
       "amx": bool(amx.numpy()),
       "calls": {n: c for n, c in counts.items() if not n.startswith("gemm_")},
       "gemm_calls": {n[len("gemm_"):]: c for n, c in counts.items() if n.startswith("gemm_")},
+      "options": tuple(o.decode() for o in options.numpy()),
   }
 
 
