@@ -1,5 +1,5 @@
 """Inputs and checks shared by the incremental-op tests (test_population_delta.py,
-test_population_delta_conv2d.py)."""
+delta_conv2d_cases.py)."""
 
 import numpy as np
 import tensorflow as tf

@@ -15,7 +15,7 @@ setup.py does, into a temporary directory, and checks that
     portable path and skip the tile execution, saying that the CPU lacks
     AMX-BF16 (lscpu shows no amx_bf16 on the machines of this project so
     far);
-  * the per-layer op's tests (test_population_delta_conv2d.py) pass against
+  * the per-layer op's tests (delta_conv2d_cases.py) pass against
     it, none skipped, so its kernels run on the machine that builds them.
 """
 
@@ -114,7 +114,7 @@ class BuildOptionsTest(tf.test.TestCase):
 
   def test_option_library_passes_the_amx_and_per_layer_tests(self):
     library = option_library()
-    tests = ["tests/ops/test_population_delta_conv2d.py",
+    tests = ["tests/ops/delta_conv2d_cases.py",
              "tests/ops/test_isa.py::IsaBuildTest::test_amx_path",
              "tests/ops/test_population.py::BFloat16InputConvTest"]
     env = dict(os.environ, TFRL_POPULATION_OPS_LIBRARY=library, PYTHONPATH=ROOT,
@@ -124,6 +124,8 @@ class BuildOptionsTest(tf.test.TestCase):
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", *tests], env=env,
                          cwd=ROOT, capture_output=True, text=True, timeout=1800)
     self.assertEqual(run.returncode, 0, run.stdout[-4000:] + run.stderr[-2000:])
+    # The per-layer cases (collected only when named) and the AMX tests ran.
+    self.assertGreaterEqual(int(re.search(r"(\d+) passed", run.stdout).group(1)), 60)
     skipped = re.findall(r"SKIPPED \[\d+\] (\S+):\d+: (.*)", run.stdout)
     per_layer = [s for s in skipped if "delta_conv2d" in s[0]]
     self.assertEqual(per_layer, [], "per-layer op tests skipped against the option build")

@@ -576,8 +576,10 @@ class BFloat16InputConvTest(tf.test.TestCase, parameterized.TestCase):
       after = population.kernel_info()["calls"]
       self.assertEqual(after["amx"], before["amx"])
       if "amx" not in info["options"]:
-        why = "the op library is built without it (TFRL_BUILD_AMX=1)"
-      elif os.environ.get("TFRL_POPULATION_NO_AMX"):
+        # No AMX path in this library to compare: tests/ops/test_build_options.py
+        # runs this test against a library built with TFRL_BUILD_AMX=1.
+        return
+      if os.environ.get("TFRL_POPULATION_NO_AMX"):
         why = "TFRL_POPULATION_NO_AMX is set"
       else:
         why = "this CPU has no AMX-BF16 (lscpu: amx_bf16)"

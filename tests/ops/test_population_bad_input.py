@@ -2,7 +2,7 @@
 huge dimensions (valid: nothing may be sized by them), outputs whose size
 would overflow int64 and a network whose last layer is not dense (refused
 with InvalidArgument saying what is wrong). The per-layer delta op's are in
-test_population_delta_conv2d.py."""
+delta_conv2d_cases.py."""
 
 import numpy as np
 import tensorflow as tf

@@ -5,8 +5,11 @@ ops, bit for bit.
 
 The per-layer op is in the library only when it is built with
 TFRL_BUILD_DELTA_CONV2D=1 (production runs PopulationDeltaNet, tested in
-test_population_delta.py); without it these tests skip, and
-tests/ops/test_build_options.py runs them against such a build.
+test_population_delta.py), so pytest does not collect this file by its name:
+tests/ops/test_build_options.py builds the option and runs it against that
+library (`pytest tests/ops/delta_conv2d_cases.py` with
+TFRL_POPULATION_OPS_LIBRARY set runs it by hand; against a library without
+the op every test skips).
 """
 
 import os
