@@ -6,15 +6,19 @@
    static, position-independent library (SDL off, the system's zlib), with
    profile-guided optimisation (TFRL_ALE_PGO=0 turns it off), cached under
    ~/.cache/tfrl so that later builds on the machine skip it;
-2. compiles every op family `custom_ops/cc/ops/<family>_ops.cc` +
-   `custom_ops/cc/kernels/<family>_*.cc` into `tfrl/ops/_<family>_ops.so`
-   with TensorFlow's own compile and link flags (tf.sysconfig).
+2. compiles every op family, one folder `custom_ops/<family>/` with its op
+   registrations `cc/ops/*.cc` and its kernels `cc/kernels/*.cc`, into
+   `tfrl/ops/_<family>_ops.so` with TensorFlow's own compile and link flags
+   (tf.sysconfig). Optional parts of a family (BUILD_OPTIONS) are left out
+   unless their environment variable is 1.
 
 `python setup.py configure_bazel` writes the local repositories that the
-Bazel build (`BUILD`, `WORKSPACE`) needs: TensorFlow's headers and ALE.
+Bazel build (`BUILD`, `WORKSPACE`, `custom_ops/<family>/BUILD`) needs:
+TensorFlow's headers and ALE.
 """
 
 import concurrent.futures
+import dataclasses
 import glob
 import hashlib
 import html.parser
@@ -34,8 +38,32 @@ ALE_VERSION = "0.12.1"  # Keep equal to the ale-py pin in pyproject.toml.
 ALE_SDIST = f"ale_py-{ALE_VERSION}.tar.gz"
 ALE_SDIST_SHA256 = "c503d574c5983e1063b451201ccb779d935919c0f6bf116fb0f4f8aa4c86d249"
 ROOT = os.path.dirname(os.path.abspath(__file__))
+OPS_DIR = "custom_ops"
 # Op families that link the emulator.
 FAMILIES_NEEDING_ALE = {"ale"}
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildOption:
+  """An optional part of an op family: its sources (relative to the family's
+  folder) and the macro its other sources test, both only when enabled."""
+  family: str
+  sources: tuple
+  define: str
+  bazel: str  # the same switch in the Bazel build
+
+
+# Left out of the default build: no preset runs them and no measurement
+# showed them a gain (docs/performance_notes.md). VARIABLE=1 compiles one in.
+BUILD_OPTIONS = {
+    "TFRL_BUILD_AMX": BuildOption(
+        "population", ("cc/kernels/population_amx.cc",), "TFRL_POPULATION_AMX",
+        "--define=tfrl_amx=1"),
+    "TFRL_BUILD_DELTA_CONV2D": BuildOption(
+        "population", ("cc/ops/population_delta_conv2d_ops.cc",
+                       "cc/kernels/population_delta_conv2d.cc"),
+        "TFRL_POPULATION_DELTA_CONV2D", "--define=tfrl_delta_conv2d=1"),
+}
 
 
 def log(message: str) -> None:
@@ -89,7 +117,7 @@ def fetch_ale_sdist(directory: str) -> str:
 
 
 # ALE is built with profile-guided optimisation unless TFRL_ALE_PGO=0: an
-# instrumented build plays these games (custom_ops/cc/tools/
+# instrumented build plays these games (custom_ops/ale/cc/tools/
 # ale_profile_workload.cc), then the final build uses the recorded profile.
 # Measured on a 2-core AMD EPYC VM: 12-20% more emulator frames/s than -O3
 # alone, also on games outside this list (Q*bert, Asteroids, Beam Rider);
@@ -136,7 +164,7 @@ def _record_ale_profile(source: str, build: str, work: str) -> None:
   workload = os.path.join(work, "ale_profile_workload")
   subprocess.check_call([
       os.environ.get("CXX", "g++"), "-O2", "-std=c++17", "-fprofile-generate",
-      os.path.join(ROOT, "custom_ops/cc/tools/ale_profile_workload.cc"),
+      os.path.join(ROOT, OPS_DIR, "ale/cc/tools/ale_profile_workload.cc"),
       f"-I{instrumented}/include", f"-I{instrumented}/include/ale",
       f"{instrumented}/lib/libale.a", "-lz", "-lpthread", "-o", workload])
   roms = [os.path.join(source, "src/ale/python/roms", f"{game}.bin") for game in PGO_GAMES]
@@ -189,57 +217,95 @@ def tensorflow_flags():
   return tf.sysconfig.get_compile_flags(), tf.sysconfig.get_link_flags()
 
 
-def op_families():
-  """{family: [sources]} from the custom_ops layout."""
-  families = {}
-  def relative(pattern):
-    return sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, pattern)))
+def enabled_options(environ=None):
+  """{variable: BuildOption} of the options whose variable is 1 in `environ`."""
+  environ = os.environ if environ is None else environ
+  enabled = {}
+  for variable, option in BUILD_OPTIONS.items():
+    value = environ.get(variable, "0")
+    if value not in ("0", "1"):
+      raise RuntimeError(f"{variable} must be 0 or 1, got {value!r}")
+    if value == "1":
+      enabled[variable] = option
+  return enabled
 
-  for ops_file in relative("custom_ops/cc/ops/*_ops.cc"):
-    family = os.path.basename(ops_file)[:-len("_ops.cc")]
-    families[family] = [ops_file] + relative(f"custom_ops/cc/kernels/{family}_*.cc")
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+  """One op family's library: its sources (relative to ROOT) and macros."""
+  name: str
+  sources: tuple
+  defines: tuple
+  include_dir: str
+
+
+def op_families(environ=None):
+  """{family: Family} from the custom_ops layout, with the enabled options."""
+  enabled = enabled_options(environ)
+  families = {}
+  for folder in sorted(glob.glob(os.path.join(ROOT, OPS_DIR, "*", "cc", "ops"))):
+    name = os.path.basename(os.path.dirname(os.path.dirname(folder)))
+    base = os.path.join(OPS_DIR, name)
+    options = [o for o in BUILD_OPTIONS.values() if o.family == name]
+    optional = {os.path.join(base, src) for o in options for src in o.sources}
+    wanted = {os.path.join(base, src) for o in enabled.values() if o.family == name
+              for src in o.sources}
+    sources = [os.path.relpath(p, ROOT)
+               for pattern in ("cc/ops/*.cc", "cc/kernels/*.cc")
+               for p in sorted(glob.glob(os.path.join(ROOT, base, pattern)))]
+    sources = [p for p in sources if p not in optional or p in wanted]
+    defines = tuple(o.define for o in enabled.values() if o.family == name)
+    families[name] = Family(name, tuple(sources), defines,
+                            os.path.join(ROOT, base, "cc", "kernels"))
   return families
+
+
+def compile_family(family: Family, output: str, objects_dir: str, tf_flags,
+                   ale_prefix=None) -> None:
+  """Compiles `family`'s sources (in parallel) and links them into `output`."""
+  cxx = os.environ.get("CXX", "g++")
+  tf_compile, tf_link = tf_flags
+  flags = ["-O3", "-fPIC", "-Wno-deprecated-declarations", *tf_compile,
+           f"-I{family.include_dir}", *(f"-D{d}=1" for d in family.defines)]
+  libs = []
+  if family.name in FAMILIES_NEEDING_ALE:
+    flags += [f"-I{ale_prefix}/include", f"-I{ale_prefix}/include/ale"]
+    # Keep ALE's symbols private, so that a second ALE in the process
+    # (ale-py's own module) cannot interpose on ours.
+    libs += [f"{ale_prefix}/lib/libale.a", "-lz", "-Wl,--exclude-libs,ALL"]
+  os.makedirs(objects_dir, exist_ok=True)
+  os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+
+  def compile_one(source):
+    obj = os.path.join(objects_dir, os.path.basename(source) + ".o")
+    subprocess.check_call([cxx, *flags, "-c", os.path.join(ROOT, source), "-o", obj])
+    return obj
+
+  options = f", options {', '.join(family.defines)}" if family.defines else ""
+  log(f"compiling op family '{family.name}' ({len(family.sources)} files{options})")
+  with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
+    objects = list(pool.map(compile_one, family.sources))
+  subprocess.check_call([cxx, "-shared", "-o", output, *objects, *libs, *tf_link])
+  log(f"built {output}")
 
 
 class BuildTfOps(build_ext):
   """Compiles each op family into tfrl/ops/_<family>_ops.so with g++."""
 
   def run(self):
-    families = {ext.name.rsplit("._", 1)[1][:-len("_ops")] for ext in self.extensions}
-    self._ale = build_ale() if families & FAMILIES_NEEDING_ALE else None
-    self._tf_compile, self._tf_link = tensorflow_flags()
+    self._families = op_families()
+    names = {ext.name.rsplit("._", 1)[1][:-len("_ops")] for ext in self.extensions}
+    self._ale = build_ale() if names & FAMILIES_NEEDING_ALE else None
+    self._tf_flags = tensorflow_flags()
     super().run()
 
   def get_ext_filename(self, ext_name):
     return os.path.join(*ext_name.split(".")) + ".so"
 
   def build_extension(self, ext):
-    output = self.get_ext_fullpath(ext.name)
-    os.makedirs(os.path.dirname(output), exist_ok=True)
-    family = ext.name.rsplit("._", 1)[1][:-len("_ops")]
-    cxx = os.environ.get("CXX", "g++")
-    flags = ["-O3", "-fPIC", "-Wno-deprecated-declarations", *self._tf_compile,
-             f"-I{os.path.join(ROOT, 'custom_ops/cc/kernels')}"]
-    libs = []
-    if family in FAMILIES_NEEDING_ALE:
-      flags += [f"-I{self._ale}/include", f"-I{self._ale}/include/ale"]
-      # Keep ALE's symbols private, so that a second ALE in the process
-      # (ale-py's own module) cannot interpose on ours.
-      libs += [f"{self._ale}/lib/libale.a", "-lz", "-Wl,--exclude-libs,ALL"]
-    objects_dir = os.path.join(self.build_temp, family)
-    os.makedirs(objects_dir, exist_ok=True)
-
-    def compile_one(source):
-      obj = os.path.join(objects_dir, os.path.basename(source) + ".o")
-      subprocess.check_call([cxx, *flags, "-c", os.path.join(ROOT, source), "-o", obj])
-      return obj
-
-    log(f"compiling op family '{family}' ({len(ext.sources)} files)")
-    with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
-      objects = list(pool.map(compile_one, ext.sources))
-    subprocess.check_call([cxx, "-shared", "-o", output, *objects, *libs,
-                           *self._tf_link])
-    log(f"built {output}")
+    family = self._families[ext.name.rsplit("._", 1)[1][:-len("_ops")]]
+    compile_family(family, self.get_ext_fullpath(ext.name),
+                   os.path.join(self.build_temp, family.name), self._tf_flags, self._ale)
 
 
 class ConfigureBazel(setuptools.Command):
@@ -284,8 +350,8 @@ class ConfigureBazel(setuptools.Command):
 
 
 def extensions():
-  return [setuptools.Extension(f"tfrl.ops._{family}_ops", sources)
-          for family, sources in op_families().items()]
+  return [setuptools.Extension(f"tfrl.ops._{name}_ops", list(family.sources))
+          for name, family in op_families().items()]
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Builds (or reuses from ~/.cache/tfrl) both of setup.py's ALE recipes, the
 default PGO one and TFRL_ALE_PGO=0, links the profile workload
-(custom_ops/cc/tools/ale_profile_workload.cc) against each, and plays the same
+(custom_ops/ale/cc/tools/ale_profile_workload.cc) against each, and plays the same
 random-action frames on each game with both, in interleaved rounds (best round
 kept). Games outside setup.PGO_GAMES show whether the profile carries over.
 One thread, no TensorFlow: the emulator alone.
@@ -46,7 +46,8 @@ def load_setup():
 
 def build_workload(prefix, out):
   subprocess.check_call([
-      "g++", "-O2", "-std=c++17", os.path.join(ROOT, "custom_ops/cc/tools/ale_profile_workload.cc"),
+      "g++", "-O2", "-std=c++17",
+      os.path.join(ROOT, "custom_ops/ale/cc/tools/ale_profile_workload.cc"),
       f"-I{prefix}/include", f"-I{prefix}/include/ale", f"{prefix}/lib/libale.a", "-lz",
       "-lpthread", "-o", out])
   return out

@@ -6,10 +6,11 @@ rows, all active, uint8 [84, 84, 4] frames):
   * op:        tfrl's population network on the compiled masked batching op;
   * op bf16:   the same with bfloat16 kernels (NetworkConfig.weight_dtype);
   * op bf16 in: bfloat16 kernels and bfloat16 conv inputs
-               (NetworkConfig.conv_input_dtype; AMX tiles where the CPU has
-               AMX-BF16, TFRL_POPULATION_NO_AMX=1 forces the portable path);
+               (NetworkConfig.conv_input_dtype; in AMX tiles on CPUs with
+               AMX-BF16 when the library is built with TFRL_BUILD_AMX=1,
+               TFRL_POPULATION_NO_AMX=1 then forcing the portable path);
   * reference: the same network on the pure-TF tf.gather + tf.matmul reference
-               (the fallback when the op is not built);
+               (tfrl.ops.reference, the fallback when the op is not built);
   * loop:      a per-network loop, P forwards of a plain conv2d/matmul network
                (weights sliced out of the population), one tf.function call each.
 
@@ -231,6 +232,8 @@ def main(argv):
     json.dump({"provenance": record, "arch": _ARCH.value, "num_actions": _ACTIONS.value,
                "active_fraction": _ACTIVE.value, "cpus": os.cpu_count(),
                "amx_disabled_by_env": "TFRL_POPULATION_NO_AMX" in os.environ,
+               "amx": pop_ops.kernel_info()["amx"],
+               "library_options": list(pop_ops.kernel_info()["options"]),
                "results": rows, "conv_layers": layers}, f, indent=1)
   print(f"wrote {_OUTPUT.value}")
 

@@ -1,5 +1,8 @@
-"""The Bazel build (BUILD, WORKSPACE) makes an op library that loads and runs."""
+"""The Bazel build (BUILD, WORKSPACE, custom_ops/<family>/BUILD) makes op
+libraries that load and run, from the same sources as setup.py, with the
+same optional parts off by default."""
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -24,6 +27,31 @@ print(digest.hexdigest())
 """
 
 
+# The population library's options and one op call, with the library named by
+# TFRL_POPULATION_OPS_LIBRARY.
+POPULATION = """
+from tfrl.ops import population
+y = population.population_matmul_op([[[1.0, 2.0]]], [[[3.0], [4.0]]], [0])
+print(population.kernel_info()["options"], float(y[0, 0, 0]))
+"""
+
+
+def load_setup():
+  spec = importlib.util.spec_from_file_location("tfrl_setup", os.path.join(ROOT, "setup.py"))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def bazel_sources(bazel, *defines):
+  """The .cc sources of the population library in a Bazel build with `defines`."""
+  out = subprocess.run([bazel, "cquery", *defines, "--output=label",
+                        "labels(srcs, //custom_ops/population:_population_ops.so)"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600, check=True)
+  labels = [line.split()[0] for line in out.stdout.splitlines() if line.startswith("//")]
+  return sorted(l[2:].replace(":", "/") for l in labels if l.endswith(".cc"))
+
+
 def play(library=None):
   env = dict(os.environ, PYTHONPATH=ROOT)
   if library:
@@ -42,14 +70,29 @@ class BazelBuildTest(tf.test.TestCase):
                    check=True, capture_output=True, timeout=1200)
     build = subprocess.run([bazel, "build", "//:ops"], cwd=ROOT, capture_output=True,
                            text=True, timeout=1800)
-    # Leave no Bazel server running after the test.
-    subprocess.run([bazel, "shutdown"], cwd=ROOT, capture_output=True, timeout=120)
+    try:
+      # The optional parts are selected as setup.py selects them.
+      setup = load_setup()
+      options = [o.bazel for o in setup.BUILD_OPTIONS.values()]
+      default_sources = bazel_sources(bazel)
+      option_sources = bazel_sources(bazel, *options)
+    finally:
+      # Leave no Bazel server running after the test.
+      subprocess.run([bazel, "shutdown"], cwd=ROOT, capture_output=True, timeout=120)
     self.assertEqual(build.returncode, 0, build.stderr[-3000:])
-    library = os.path.join(ROOT, "bazel-bin", "custom_ops", "_ale_ops.so")
+    self.assertEqual(default_sources, sorted(setup.op_families({})["population"].sources))
+    every = {variable: "1" for variable in setup.BUILD_OPTIONS}
+    self.assertEqual(option_sources, sorted(setup.op_families(every)["population"].sources))
+    self.assertGreater(len(option_sources), len(default_sources))
+    library = os.path.join(ROOT, "bazel-bin", "custom_ops", "ale", "_ale_ops.so")
     self.assertTrue(os.path.exists(library))
     self.assertEqual(play(library), play())
-    population = os.path.join(ROOT, "bazel-bin", "custom_ops", "_population_ops.so")
-    tf.load_op_library(population)  # Loads and registers its ops.
+    population = os.path.join(ROOT, "bazel-bin", "custom_ops", "population",
+                              "_population_ops.so")
+    env = dict(os.environ, PYTHONPATH=ROOT, TFRL_POPULATION_OPS_LIBRARY=population)
+    out = subprocess.run([sys.executable, "-c", POPULATION], env=env, cwd=ROOT,
+                         capture_output=True, text=True, timeout=300, check=True)
+    self.assertEqual(out.stdout.split("\n")[-2], "() 11.0")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""A short benchmarks/kill_resume.py: SIGKILL at a random moment, then --resume.
+"""A short tests/kill_resume.py: SIGKILL at a random moment, then --resume.
 
 GA, ES and random search are killed twice each and then finished; their final
 checkpoint must equal an uninterrupted run's. GA3C and TD3 are killed once
@@ -18,7 +18,7 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def _load_script():
   spec = importlib.util.spec_from_file_location(
-      "kill_resume", os.path.join(_ROOT, "benchmarks", "kill_resume.py"))
+      "kill_resume", os.path.join(_ROOT, "tests", "kill_resume.py"))
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module

@@ -1,4 +1,5 @@
-"""setup.py's ALE build: the PGO switch and the profile workload it runs."""
+"""setup.py: the op families it finds in custom_ops/, ALE's PGO switch and the
+profile workload it runs."""
 
 import importlib.util
 import os
@@ -30,6 +31,20 @@ class AleBuildTest(tf.test.TestCase):
       os.environ["TFRL_ALE_PGO"] = self._saved
     super().tearDown()
 
+  def test_op_families_follow_the_layout(self):
+    # One folder per family under custom_ops/, its registrations in cc/ops
+    # and its kernels in cc/kernels; one library per family.
+    families = self.setup.op_families({})
+    self.assertEqual(sorted(families), ["ale", "population"])
+    for name, family in families.items():
+      self.assertIn(f"custom_ops/{name}/cc/ops/{name}_ops.cc", family.sources)
+      for source in family.sources:
+        self.assertRegex(source, rf"^custom_ops/{name}/cc/(ops|kernels)/[a-z0-9_]+\.cc$")
+        self.assertTrue(os.path.exists(os.path.join(ROOT, source)), source)
+      self.assertEqual(family.defines, ())
+    self.assertEqual([e.name for e in self.setup.extensions()],
+                     ["tfrl.ops._ale_ops", "tfrl.ops._population_ops"])
+
   def test_pgo_switch(self):
     os.environ.pop("TFRL_ALE_PGO", None)
     self.assertTrue(self.setup.ale_pgo_enabled())
@@ -46,7 +61,7 @@ class AleBuildTest(tf.test.TestCase):
     workload = os.path.join(work, "workload")
     subprocess.check_call([
         "g++", "-O2", "-std=c++17",
-        os.path.join(ROOT, "custom_ops/cc/tools/ale_profile_workload.cc"),
+        os.path.join(ROOT, "custom_ops/ale/cc/tools/ale_profile_workload.cc"),
         f"-I{prefix}/include", f"-I{prefix}/include/ale", f"{prefix}/lib/libale.a",
         "-lz", "-lpthread", "-o", workload])
     # The installed wheel carries the same ROMs as the source distribution.

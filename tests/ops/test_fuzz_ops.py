@@ -1,4 +1,4 @@
-"""A fixed-seed sample of benchmarks/fuzz_ops.py: every custom op gets random
+"""A fixed-seed sample of tests/fuzz_ops.py: every custom op gets random
 shapes, dtypes, sizes, indices and values; no call may crash, hang, accept bad
 input, reject valid input or return a wrong result."""
 
@@ -11,7 +11,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
 
-from benchmarks import fuzz_ops  # pylint: disable=g-import-not-at-top
+from tests import fuzz_ops  # pylint: disable=g-import-not-at-top
 from tests.ops import test_isa  # pylint: disable=g-import-not-at-top
 
 SEED = 20251125
@@ -33,7 +33,8 @@ class FuzzSampleTest(tf.test.TestCase):
 
   def test_every_op_sample_has_no_bug(self):
     calls = 60
-    summary = fuzz_ops.fuzz(fuzz_ops.OPS, calls, seed=SEED, batch=10000, verbose=False)
+    summary = fuzz_ops.fuzz(fuzz_ops.available_ops(), calls, seed=SEED, batch=10000,
+                            verbose=False)
     print("\n" + fuzz_ops.table(summary))
     self.assertEqual(summary["bugs"], [], _bug_report(summary))
     for op, counts in summary["per_op"].items():
@@ -50,8 +51,8 @@ class FuzzSampleTest(tf.test.TestCase):
       self.skipTest("this CPU runs no build besides the default one")
     for isa in others:
       env = dict(os.environ, TFRL_POPULATION_ISA=isa)
-      summary = fuzz_ops.fuzz(fuzz_ops.POPULATION_OPS, 20, seed=SEED + 1, batch=10000,
-                              env=env, verbose=False)
+      summary = fuzz_ops.fuzz(fuzz_ops.available_ops(fuzz_ops.POPULATION_OPS), 20,
+                              seed=SEED + 1, batch=10000, env=env, verbose=False)
       print(f"\nTFRL_POPULATION_ISA={isa}\n" + fuzz_ops.table(summary))
       self.assertEqual(summary["bugs"], [], f"{isa}:\n" + _bug_report(summary))
 

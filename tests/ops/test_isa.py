@@ -3,11 +3,12 @@
 Each kernel (GEMM, convolution, the incremental ops) is compiled for AVX-512,
 AVX2 + FMA and the SSE baseline; TFRL_POPULATION_ISA forces one build per
 process. Each test below runs a fixed workload in a subprocess with one build
-forced, checks from PopulationKernelInfo's call counts that every op family
-ran on that build and on no other, and compares the outputs with those of
-the default build. A build this CPU cannot run is skipped with the reason
-(read from /proc/cpuinfo, not from the op library), never compared with
-itself.
+forced, checks that it ran every kernel the library registers (each op and
+dtype), that every op family ran on that build and on no other
+(PopulationKernelInfo's call counts) and that each GEMM strategy ran, and
+compares the outputs with those of the default build. A build this CPU
+cannot run is skipped with the reason (read from /proc/cpuinfo, not from the
+op library), never compared with itself.
 """
 
 import json
@@ -18,6 +19,8 @@ import sys
 from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
+
+from tensorflow.python.framework import kernels
 
 from tfrl.ops import population
 from tfrl.ops import population_delta as delta
@@ -48,13 +51,57 @@ def _spent(before, after):
   return {k: after[k] - before[k] for k in after}
 
 
-def _workload():
-  """Fixed inputs through every population op family and kernel path.
+def registered_kernels():
+  """{(op, T, TX)} of every kernel the loaded library registers (None for an
+  op without that type attr)."""
+  population.load_library()
+  found = set()
+  for op in ("PopulationMatmul", "PopulationConv2D", "PopulationDeltaNet",
+             "PopulationDeltaConv2D"):
+    for kernel in kernels.get_registered_kernels_for_op(op).kernel:
+      types = {c.name: tf.dtypes.as_dtype(c.allowed_values.list.type[0]).name
+               for c in kernel.constraint}
+      found.add((op, types.get("T"), types.get("TX")))
+  return found
 
-  Returns (outputs {name: array}, {family: {path: op calls}}, kernel_info).
+
+def _delta_net_steps(rng, weight_dtype, obs_dtype, out, name):
+  """Three steps of a small network (two convolutions, a dense layer over the
+  map and a policy layer): fresh, then incremental with a fresh row."""
+  index = np.array([1, 1, 1, 0, 1, 1], np.int32)
+  layers = ((4, 2, 8), (3, 1, 24), (3, 1, 70), (1, 1, 5))  # over [12, 12, 2]
+  kernels_, biases, c = [], [], 2
+  for ks, _, n in layers:
+    kernels_.append(tf.cast(rng.standard_normal((2, ks * ks * c, n)) / ks, weight_dtype))
+    biases.append(rng.standard_normal((2, n)).astype(np.float32) * 0.3)
+    c = n
+  shapes = ((5, 5, 8), (3, 3, 24), (1, 1, 70), (1, 1, 5))
+  state = [np.zeros((6,) + s, np.float32) for s in shapes]
+  obs_prev = rng.integers(0, 256, (6, 12, 12, 2)).astype(np.uint8)
+  feed = (lambda o: o) if obs_dtype == "uint8" else (lambda o: o.astype(np.float32) / 255)
+  fresh = np.ones(6, bool)
+  for step in range(3):
+    obs = obs_prev.copy()
+    obs[:, 4:7, step:step + 2, :] = rng.integers(0, 256, (6, 3, 2, 2))
+    logits, state = delta.population_delta_net_op(
+        feed(obs), feed(obs_prev), state, kernels_, biases, index, fresh,
+        kernel_sizes=[l[0] for l in layers], strides=[l[1] for l in layers], relus=[True] * 3,
+        input_scale=1 / 255 if obs_dtype == "uint8" else 1.0)
+    state = [s.numpy() for s in state]
+    out[f"{name}_logits_{step}"] = logits.numpy()
+    out[f"{name}_acc0_{step}"] = state[0]
+    obs_prev = obs
+    fresh = np.arange(6) == step  # one row in full, the others incremental
+
+
+def _workload():
+  """Fixed inputs through every population op family, kernel and path.
+
+  Returns (outputs {name: array}, {family: {path: op calls}}, kernel_info,
+  the kernels it ran [[op, T, TX]]).
   """
   rng = np.random.default_rng(20)
-  out, families = {}, {}
+  out, families, ran = {}, {}, set()
 
   before = _calls()
   # Dense rows: one row (streamed, scalar tail), 5 rows (K-chunked), many
@@ -69,53 +116,32 @@ def _workload():
                                                             relu=True).numpy()
     out["matmul_bf16_" + name] = population.population_matmul_op(
         x, tf.cast(w, tf.bfloat16), index).numpy()
+  ran |= {("PopulationMatmul", "float32", None), ("PopulationMatmul", "bfloat16", None)}
+  # Convolutions: float32 and bfloat16 kernels over uint8 frames and floats;
+  # bfloat16-rounded inputs.
   frames = rng.integers(0, 256, (3, 20, 20, 4)).astype(np.uint8)
   w = rng.standard_normal((2, 8 * 8 * 4, 16)).astype(np.float32)
-  out["conv_uint8"] = population.population_conv2d_op(
-      frames, w, [0, 1, 1], kernel_size=8, stride=4, input_scale=1 / 255).numpy()
+  for wname, weights in (("f32", w), ("bf16", tf.cast(w, tf.bfloat16))):
+    for xname, x, scale in (("uint8", frames, 1 / 255),
+                            ("float", frames.astype(np.float32) / 255, 1.0)):
+      out[f"conv_{wname}_{xname}"] = population.population_conv2d_op(
+          x, weights, [0, 1, 1], kernel_size=8, stride=4, input_scale=scale, bias=w[:, 0, :],
+          relu=True).numpy()
+      ran.add(("PopulationConv2D", weights.dtype.name, "uint8" if xname == "uint8" else
+               "float32"))
   out["conv_bf16_input"] = population.population_conv2d_op(
       frames, tf.cast(w, tf.bfloat16), [1, 0, 1], kernel_size=8, stride=4, input_scale=1 / 255,
       input_dtype="bfloat16").numpy()
   families["gemm"] = _spent(before, _calls())
 
   before = _calls()
-  # Incremental: a convolution and a dense layer (runs of one network), bf16.
-  x_prev = rng.integers(0, 256, (6, 12, 12, 2)).astype(np.uint8)
-  w = rng.standard_normal((2, 4 * 4 * 2, 24)).astype(np.float32)
-  wd = rng.standard_normal((2, 6 * 6 * 8, 70)).astype(np.float32)
-  index = np.array([1, 1, 1, 0, 1, 1], np.int32)
-  acc = np.zeros((6, 5, 5, 24), np.float32)
-  dense_prev = np.zeros((6, 6, 6, 8), np.float32)
-  dacc = np.zeros((6, 1, 1, 70), np.float32)
-  fresh = np.ones(6, bool)
-  for step in range(3):
-    x = x_prev.copy()
-    x[:, step:step + 3, 2:5, :] = rng.integers(0, 256, (6, 3, 3, 2))
-    acc = delta.population_delta_conv2d_op(x, x_prev, acc, w, index, fresh, kernel_size=4,
-                                           stride=2, input_scale=1 / 255).numpy()
-    dense = np.maximum(rng.standard_normal((6, 6, 6, 8)), 0).astype(np.float32)
-    dacc = delta.population_delta_conv2d_op(dense, dense_prev, dacc, tf.cast(wd, tf.bfloat16),
-                                            index, fresh, kernel_size=6).numpy()
-    out[f"delta_conv_{step}"], out[f"delta_dense_{step}"] = acc, dacc
-    x_prev, dense_prev, fresh = x, dense, np.zeros(6, bool)
-  # The whole-network op.
-  kernels = [rng.standard_normal((2, 4 * 4 * 2, 8)).astype(np.float32) / 4,
-             rng.standard_normal((2, 5 * 5 * 8, 5)).astype(np.float32) / 5]
-  biases = [rng.standard_normal((2, 8)).astype(np.float32) * 0.3,
-            rng.standard_normal((2, 5)).astype(np.float32)]
-  state = [np.zeros((6, 5, 5, 8), np.float32), np.zeros((6, 1, 1, 5), np.float32)]
-  obs_prev, fresh = x_prev, np.ones(6, bool)
-  for step in range(3):
-    obs = obs_prev.copy()
-    obs[:, 4:7, step:step + 2, :] = rng.integers(0, 256, (6, 3, 2, 2))
-    logits, state = delta.population_delta_net_op(
-        obs, obs_prev, state, kernels, biases, index, fresh, kernel_sizes=[4, 5],
-        strides=[2, 1], relus=[True], input_scale=1 / 255)
-    state = [s.numpy() for s in state]
-    out[f"net_logits_{step}"] = logits.numpy()
-    obs_prev, fresh = obs, np.zeros(6, bool)
+  # The whole-network incremental op, for each weight and observation dtype.
+  for weight_dtype in ("float32", "bfloat16"):
+    for obs_dtype in ("uint8", "float32"):
+      _delta_net_steps(rng, weight_dtype, obs_dtype, out, f"net_{weight_dtype}_{obs_dtype}")
+      ran.add(("PopulationDeltaNet", weight_dtype, obs_dtype))
   families["delta"] = _spent(before, _calls())
-  return out, families, population.kernel_info()
+  return out, families, population.kernel_info(), sorted(ran)
 
 
 def _run_workload(tmpdir, isa=None):
@@ -123,8 +149,8 @@ def _run_workload(tmpdir, isa=None):
   out = os.path.join(tmpdir, f"workload_{isa or 'default'}.npz")
   code = ("import json, numpy as np, sys; sys.path.insert(0, %r); "
           "from tests.ops import test_isa as t; "
-          "arrays, families, info = t._workload(); np.savez(%r, **arrays); "
-          "print('INFO' + json.dumps(dict(families=families, info=info)))") % (ROOT, out)
+          "arrays, families, info, ran = t._workload(); np.savez(%r, **arrays); "
+          "print('INFO' + json.dumps(dict(families=families, info=info, ran=ran)))") % (ROOT, out)
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
   env.pop("TFRL_POPULATION_ISA", None)
   if isa is not None:
@@ -175,6 +201,11 @@ class IsaBuildTest(tf.test.TestCase, parameterized.TestCase):
       self.assertGreater(count, 0, f"the GEMM's {strategy} strategy did not run on {isa}")
     if isa != "avx512":
       self.assertFalse(info["amx"])  # AMX tiles run only beside the AVX-512 build
+    # Every kernel the library registers ran on this build (the per-layer
+    # delta op only where it is built: tests/ops/delta_conv2d_cases.py).
+    ran = {tuple(k) for k in report["ran"]}
+    want = {k for k in registered_kernels() if k[0] != "PopulationDeltaConv2D"}
+    self.assertEqual(want - ran, set(), f"kernels the {isa} workload did not run")
     for family, calls in report["families"].items():
       self.assertGreater(calls[isa], 0, f"{family} ops did not run on the {isa} build")
       others = {p: c for p, c in calls.items()
@@ -226,9 +257,13 @@ class IsaBuildTest(tf.test.TestCase, parameterized.TestCase):
     self.assertIn("which this CPU cannot run", proc.stdout)
 
   def test_amx_path(self):
-    """The bfloat16-input convolution runs in AMX tiles where the CPU has them."""
+    """The bfloat16-input convolution runs in AMX tiles where the library has
+    them (TFRL_BUILD_AMX=1) and the CPU runs them; elsewhere the portable path
+    runs, and the test says why the AMX path did not."""
     info = population.kernel_info()
     has_amx = {"amx_tile", "amx_bf16", "avx512_bf16"} <= cpu_flags()
+    if "amx" in info["options"] and not has_amx:
+      self.assertFalse(info["amx"])  # never dispatched to tiles the CPU lacks
     before = _calls()
     x = np.random.default_rng(1).standard_normal((2, 9, 9, 3)).astype(np.float32)
     w16 = tf.cast(np.random.default_rng(2).standard_normal((2, 27, 16)), tf.bfloat16)
@@ -239,10 +274,16 @@ class IsaBuildTest(tf.test.TestCase, parameterized.TestCase):
       # The portable path ran (rounding, then the GEMM build), not AMX.
       self.assertEqual(spent["amx"], 0)
       self.assertEqual(spent[info["isa"]], 1)
-      reason = ("this CPU lacks AMX-BF16" if not has_amx else
-                "the AMX path is turned off here (TFRL_POPULATION_NO_AMX, a narrower "
-                "TFRL_POPULATION_ISA, or the OS denies the tile state)")
-      print(f"\n[population kernels] SKIPPED the AMX path: {reason}")
+      if "amx" not in info["options"]:
+        # Nothing of AMX to run in this library: tests/ops/test_build_options.py
+        # runs this test against a library built with TFRL_BUILD_AMX=1.
+        return
+      if not has_amx:
+        reason = "this CPU lacks AMX-BF16 (lscpu: amx_bf16), so the AMX path is not dispatched"
+      else:
+        reason = ("the AMX path is turned off here (TFRL_POPULATION_NO_AMX, a narrower "
+                  "TFRL_POPULATION_ISA, or the OS denies the tile state)")
+      print(f"\n[population kernels] SKIPPED running the AMX path: {reason}")
       self.skipTest(f"{reason}; the AMX path cannot run")
     self.assertEqual(spent["amx"], 1)
 

@@ -1,5 +1,7 @@
 """PopulationMatmul and PopulationConv2D (compiled op) against the gather + matmul
-reference; the bfloat16-input convolution (AMX or portable) against both."""
+reference (`tfrl.ops.reference`, in float32 and summed in float64); the
+bfloat16-input convolution (portable, or AMX in a library built with it)
+against both."""
 
 import os
 import subprocess
@@ -10,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfrl.ops import population
+from tfrl.ops import reference
 
 # The raw ops' bias input when the epilogue adds none.
 _NO_BIAS = tf.zeros([0, 0])
@@ -23,12 +26,9 @@ def _random_case(rng, b, m, k, n, p, active_fraction=0.7):
   return x, w, index, active
 
 
-def _numpy_reference(x, w, index, active):
-  y = np.zeros((x.shape[0], x.shape[1], w.shape[2]), np.float64)
-  for b in range(x.shape[0]):
-    if active[b]:
-      y[b] = x[b].astype(np.float64) @ w[index[b]].astype(np.float64)
-  return y
+def _float64_reference(x, w, index, active):
+  """The reference with its products summed in float64."""
+  return reference.population_matmul(x, w, index, active, dtype=tf.float64).numpy()
 
 
 class PopulationMatmulTest(tf.test.TestCase, parameterized.TestCase):
@@ -57,10 +57,10 @@ class PopulationMatmulTest(tf.test.TestCase, parameterized.TestCase):
     for fraction in (1.0, 0.5, 0.0):
       x, w, index, active = _random_case(rng, b, m, k, n, p, fraction)
       got = population.population_matmul_op(x, w, index, active).numpy()
-      ref = population.population_matmul_reference(x, w, index, active).numpy()
+      ref = reference.population_matmul(x, w, index, active).numpy()
       self.assertEqual(got.shape, (b, m, n))
       self.assertAllClose(got, ref, rtol=1e-4, atol=1e-4 * np.sqrt(k))
-      self.assertAllClose(got, _numpy_reference(x, w, index, active),
+      self.assertAllClose(got, _float64_reference(x, w, index, active),
                           rtol=1e-4, atol=1e-4 * np.sqrt(k))
       self.assertAllEqual(got[~active], np.zeros_like(got[~active]))
 
@@ -71,7 +71,7 @@ class PopulationMatmulTest(tf.test.TestCase, parameterized.TestCase):
     active = np.ones(20, bool)
     active[[1, 11, 19]] = False
     got = population.population_matmul_op(x, w, index, active).numpy()
-    self.assertAllClose(got, _numpy_reference(x, w, index, active), atol=1e-3)
+    self.assertAllClose(got, _float64_reference(x, w, index, active), atol=1e-3)
 
   def test_inactive_rows_may_hold_any_index(self):
     rng = np.random.default_rng(4)
@@ -79,7 +79,7 @@ class PopulationMatmulTest(tf.test.TestCase, parameterized.TestCase):
     index[[1, 4]] = [-5, 99]
     active = np.array([1, 0, 1, 1, 0, 1], bool)
     got = population.population_matmul_op(x, w, index, active).numpy()
-    self.assertAllClose(got, _numpy_reference(x, w, index, active), atol=1e-4)
+    self.assertAllClose(got, _float64_reference(x, w, index, active), atol=1e-4)
 
   def test_conv_via_extract_patches_matches_conv2d(self):
     rng = np.random.default_rng(5)
@@ -133,7 +133,7 @@ class PopulationMatmulTest(tf.test.TestCase, parameterized.TestCase):
     rng = np.random.default_rng(7)
     x, w, index, active = _random_case(rng, 9, 3, 5, 7, 4)
     self.assertAllClose(fn(x, w, index, active),
-                        _numpy_reference(x, w, index, active), atol=1e-4)
+                        _float64_reference(x, w, index, active), atol=1e-4)
 
   def test_fallback_dispatch(self):
     rng = np.random.default_rng(8)
@@ -197,7 +197,7 @@ class PopulationConv2DTest(tf.test.TestCase, parameterized.TestCase):
       active = rng.random(b) < fraction
       got = population.population_conv2d_op(x, flat, index, active,
                                              kernel_size=ks, stride=stride).numpy()
-      ref = population.population_conv2d_reference(x, flat, index, active,
+      ref = reference.population_conv2d(x, flat, index, active,
                                                    kernel_size=ks, stride=stride).numpy()
       self.assertEqual(got.shape, ref.shape)
       tol = 1e-4 * np.sqrt(ks * ks * c)
@@ -256,10 +256,10 @@ class EpilogueAndInputScaleTest(tf.test.TestCase, parameterized.TestCase):
       bias = rng.standard_normal((p, n)).astype(np.float32) if with_bias else None
       got = population.population_matmul_op(x, w, index, active, bias=bias,
                                             relu=relu).numpy()
-      ref = population.population_matmul_reference(x, w, index, active, bias=bias,
+      ref = reference.population_matmul(x, w, index, active, bias=bias,
                                                     relu=relu).numpy()
       self.assertAllClose(got, ref, rtol=1e-4, atol=1e-4 * np.sqrt(max(k, 1)))
-      want = _numpy_reference(x, w, index, active)
+      want = _float64_reference(x, w, index, active)
       if with_bias:
         want = want + np.where(active[:, None], bias[index % p], 0)[:, None, :]
       if relu:
@@ -294,7 +294,7 @@ class EpilogueAndInputScaleTest(tf.test.TestCase, parameterized.TestCase):
     floats = tf.cast(frames, tf.float32) * (1.0 / 255.0)
     same = population.population_conv2d_op(floats, kernels, index, active, **kwargs)
     self.assertAllEqual(got, same.numpy())
-    ref = population.population_conv2d_reference(frames, kernels, index, active,
+    ref = reference.population_conv2d(frames, kernels, index, active,
                                                  input_scale=1 / 255, **kwargs).numpy()
     self.assertAllClose(got, ref, rtol=1e-4, atol=1e-3)
     self.assertAllEqual(got[~active], np.zeros_like(got[~active]))
@@ -354,14 +354,7 @@ class NonFiniteValuesTest(tf.test.TestCase, parameterized.TestCase):
     w = w.copy()
     w[p - 1, 7, 2] = np.inf       # rows of network p - 1: column 2 inf or NaN
     got = population.population_matmul_op(x, tf.cast(w, dtype), index, active).numpy()
-    wq = tf.cast(tf.cast(w, dtype), tf.float32).numpy().astype(np.float64)
-    want = np.zeros((b, m, n))
-    for r in range(b):
-      for i in range(m):
-        for j in range(n):
-          terms = x[r, i].astype(np.float64) * wq[index[r], :, j]
-          with np.errstate(all="ignore"):
-            want[r, i, j] = terms.sum() if active[r] else 0.0
+    want = _float64_reference(x, tf.cast(w, dtype), index, active)
     self.assertAllEqual(np.isnan(got), np.isnan(want))
     self.assertAllEqual(np.isinf(got), np.isinf(want))
     self.assertAllEqual(np.sign(got[np.isinf(got)]), np.sign(want[np.isinf(want)]))
@@ -422,9 +415,9 @@ class BFloat16WeightsTest(tf.test.TestCase, parameterized.TestCase):
                                                              active).numpy(),
                         rtol=1e-6, atol=1e-6 * np.sqrt(k))
     tol = 1e-4 * np.sqrt(k)
-    self.assertAllClose(got, population.population_matmul_reference(
+    self.assertAllClose(got, reference.population_matmul(
         x, w16, index, active).numpy(), rtol=1e-4, atol=tol)
-    self.assertAllClose(got, _numpy_reference(x, rounded.numpy(), index, active),
+    self.assertAllClose(got, _float64_reference(x, rounded.numpy(), index, active),
                         rtol=1e-4, atol=tol)
 
   def test_conv_equals_float_op_on_rounded_weights(self):
@@ -438,7 +431,7 @@ class BFloat16WeightsTest(tf.test.TestCase, parameterized.TestCase):
     want = population.population_conv2d_op(x, tf.cast(w16, tf.float32), index,
                                             active, kernel_size=8, stride=4).numpy()
     self.assertAllClose(got, want, rtol=1e-6, atol=1e-5)
-    ref = population.population_conv2d_reference(x, w16, index, active,
+    ref = reference.population_conv2d(x, w16, index, active,
                                                  kernel_size=8, stride=4).numpy()
     self.assertAllClose(got, ref, rtol=1e-4, atol=2e-3)
 
@@ -459,21 +452,13 @@ class BFloat16WeightsTest(tf.test.TestCase, parameterized.TestCase):
 
 def _bf16(a):
   """float32 values rounded to bfloat16 (as float32), the way tf.cast rounds."""
-  return tf.cast(tf.cast(a, tf.bfloat16), tf.float32).numpy()
+  return reference.round_to_bfloat16(a).numpy()
 
 
-def _numpy_conv(x, kernels, index, active, ks, stride):
-  """float64 VALID convolution of each active row with kernels[index[b]]."""
-  b, h, w, c = x.shape
-  oh, ow = (h - ks) // stride + 1, (w - ks) // stride + 1
-  y = np.zeros((b, oh, ow, kernels.shape[2]), np.float64)
-  for i in np.flatnonzero(active):
-    k = kernels[index[i]].astype(np.float64)
-    for r in range(oh):
-      for q in range(ow):
-        patch = x[i, r * stride:r * stride + ks, q * stride:q * stride + ks, :]
-        y[i, r, q] = patch.reshape(-1).astype(np.float64) @ k
-  return y
+def _float64_conv(x, kernels, index, active, ks, stride):
+  """The reference VALID convolution of each active row, summed in float64."""
+  return reference.population_conv2d(x, kernels, index, active, kernel_size=ks, stride=stride,
+                                     dtype=tf.float64).numpy()
 
 
 # Cases of the bfloat16-input convolution: (batch, H, W, C, N, kernel, stride, P).
@@ -516,12 +501,12 @@ class BFloat16InputConvTest(tf.test.TestCase, parameterized.TestCase):
       active = rng.random(b) < fraction
       got = population.population_conv2d_op(x, w16, index, active, kernel_size=ks,
                                              stride=stride, input_dtype="bfloat16").numpy()
-      ref = population.population_conv2d_reference(
+      ref = reference.population_conv2d(
           x, w16, index, active, kernel_size=ks, stride=stride,
           input_dtype="bfloat16").numpy()
       self.assertEqual(got.shape, ref.shape)
       self.assertAllClose(got, ref, rtol=1e-4, atol=tol)
-      exact = _numpy_conv(_bf16(x), tf.cast(w16, tf.float32).numpy(), index, active, ks,
+      exact = _float64_conv(_bf16(x), tf.cast(w16, tf.float32).numpy(), index, active, ks,
                           stride)
       self.assertAllClose(got, exact, rtol=1e-4, atol=tol)
       self.assertAllEqual(got[~active], np.zeros_like(got[~active]))
@@ -545,7 +530,7 @@ class BFloat16InputConvTest(tf.test.TestCase, parameterized.TestCase):
     index[1] = 99  # inactive rows may hold any index
     got = population.population_conv2d_op(x, w16, index, active, kernel_size=4, stride=2,
                                            input_dtype="bfloat16").numpy()
-    want = _numpy_conv(_bf16(x), tf.cast(w16, tf.float32).numpy(), index, active, 4, 2)
+    want = _float64_conv(_bf16(x), tf.cast(w16, tf.float32).numpy(), index, active, 4, 2)
     self.assertAllClose(got, want, rtol=1e-4, atol=1e-3)
 
   def test_result_independent_of_batch_composition(self):
@@ -578,9 +563,10 @@ class BFloat16InputConvTest(tf.test.TestCase, parameterized.TestCase):
   def test_amx_and_portable_paths_agree(self):
     # TFRL_POPULATION_NO_AMX forces the portable path (round the input, then
     # the float32 GEMM) in a fresh process; this process uses AMX tiles where
-    # the CPU has AMX-BF16. Both compute the same function up to summation
-    # order. The portable path equals the float32-input op on the rounded
-    # input exactly (same GEMM, same order).
+    # the library has them (TFRL_BUILD_AMX=1) and the CPU has AMX-BF16. Both
+    # compute the same function up to summation order. The portable path
+    # equals the float32-input op on the rounded input exactly (same GEMM,
+    # same order).
     info = population.kernel_info()
     if not info["amx"]:
       # This process runs the portable path too: check it, and do not
@@ -589,8 +575,14 @@ class BFloat16InputConvTest(tf.test.TestCase, parameterized.TestCase):
       _bf16_input_outputs(check_portable=True)
       after = population.kernel_info()["calls"]
       self.assertEqual(after["amx"], before["amx"])
-      why = ("TFRL_POPULATION_NO_AMX is set" if os.environ.get("TFRL_POPULATION_NO_AMX")
-             else "this CPU has no AMX-BF16 (lscpu: amx_bf16)")
+      if "amx" not in info["options"]:
+        # No AMX path in this library to compare: tests/ops/test_build_options.py
+        # runs this test against a library built with TFRL_BUILD_AMX=1.
+        return
+      if os.environ.get("TFRL_POPULATION_NO_AMX"):
+        why = "TFRL_POPULATION_NO_AMX is set"
+      else:
+        why = "this CPU has no AMX-BF16 (lscpu: amx_bf16)"
       print(f"\n[population kernels] SKIPPED AMX against portable: {why}")
       self.skipTest(f"the AMX path does not run here: {why}; only the portable path was "
                     "checked")
@@ -619,7 +611,7 @@ class BFloat16InputConvTest(tf.test.TestCase, parameterized.TestCase):
       population.population_conv2d_op(x, tf.ones([2, 27, 4]), [0, 1], None, kernel_size=3,
                                        stride=1, input_dtype="bfloat16")
     with self.assertRaisesRegex(ValueError, "bfloat16 kernels"):
-      population.population_conv2d_reference(x, tf.ones([2, 27, 4]), [0, 1], None,
+      reference.population_conv2d(x, tf.ones([2, 27, 4]), [0, 1], None,
                                              kernel_size=3, stride=1, input_dtype="bfloat16")
     lib = population.load_library()
     with self.assertRaises((TypeError, ValueError, tf.errors.InvalidArgumentError)):

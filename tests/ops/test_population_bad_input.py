@@ -1,7 +1,8 @@
 """Inputs at the edges of what the population ops accept: empty tensors with
 huge dimensions (valid: nothing may be sized by them), outputs whose size
 would overflow int64 and a network whose last layer is not dense (refused
-with InvalidArgument saying what is wrong)."""
+with InvalidArgument saying what is wrong). The per-layer delta op's are in
+delta_conv2d_cases.py."""
 
 import numpy as np
 import tensorflow as tf
@@ -43,42 +44,13 @@ class EmptyAndHugeTest(tf.test.TestCase):
       self.lib.population_conv2d(x=tf.zeros([0, 2**40, 2**40, 2**20]), w=tf.zeros([1, 0, 3]),
                                  index=tf.zeros([0], tf.int32), active=tf.zeros([0], tf.bool),
                                  bias=_NO_BIAS, kernel_size=2**31 - 1, stride=1)
+    # A 1x1 layer over an empty obs [1, 2^31, 2^31, 0] with N = 8: 2^65 outputs.
+    big = tf.zeros([1, 2**31, 2**31, 0])
     with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "acc would have shape"):
-      self.lib.population_delta_conv2d(
-          x=tf.zeros([1, 2**31, 2**31, 0]), x_prev=tf.zeros([1, 2**31, 2**31, 0]),
-          acc_prev=tf.zeros([1, 1, 1, 1]), w=tf.zeros([1, 0, 2**40]), index=[0], fresh=[True],
-          input_bias=_NO_BIAS, kernel_size=1, stride=1)
-
-  def test_delta_conv_without_input_channels(self):
-    # A convolution over no channels is zero: fresh rows get zeros, the others
-    # keep acc_prev; x's sizes do not matter.
-    acc_prev = np.arange(2 * 3 * 3 * 4, dtype=np.float32).reshape(2, 3, 3, 4)
-    acc = delta.population_delta_conv2d_op(np.zeros((2, 5, 5, 0), np.float32),
-                                           np.zeros((2, 5, 5, 0), np.float32), acc_prev,
-                                           np.zeros((1, 0, 4), np.float32), [0, 0],
-                                           [True, False], kernel_size=3)
-    self.assertAllEqual(acc[0], np.zeros((3, 3, 4)))
-    self.assertAllEqual(acc[1], acc_prev[1])
-    big = tf.zeros([2, 2**20, 2**20, 0])
-    acc = self.lib.population_delta_conv2d(x=big, x_prev=big, acc_prev=big,
-                                           w=tf.zeros([2**40, 0, 0]), index=[1, 2],
-                                           fresh=[True, False], input_bias=_NO_BIAS,
-                                           kernel_size=1, stride=1)
-    self.assertEqual(acc.shape, (2, 2**20, 2**20, 0))
-
-  def test_empty_input_bias_of_the_wrong_shape_is_refused(self):
-    # Only [P, C] or [0, 0] (none): an empty [P + 1, 0] is not taken for none.
-    x = np.zeros((1, 3, 3, 0), np.float32)
-    for bias in (np.zeros((3, 0), np.float32), np.zeros((0, 1), np.float32)):
-      with self.assertRaisesRegex(tf.errors.InvalidArgumentError,
-                                  r"input_bias must be \[P, C\] = \[2, 0\], or \[0, 0\]"):
-        delta.population_delta_conv2d_op(x, x, np.zeros((1, 2, 2, 4), np.float32),
-                                          np.zeros((2, 0, 4), np.float32), [0], [True],
-                                          kernel_size=2, input_bias=bias)
-    acc = delta.population_delta_conv2d_op(x, x, np.zeros((1, 2, 2, 4), np.float32),
-                                           np.zeros((2, 0, 4), np.float32), [0], [True],
-                                           kernel_size=2, input_bias=np.zeros((2, 0), np.float32))
-    self.assertAllEqual(acc, np.zeros((1, 2, 2, 4)))
+      self.lib.population_delta_net(
+          obs=big, obs_prev=big, acc_prev=[tf.zeros([1, 1, 1, 8])], w=[tf.zeros([1, 0, 8])],
+          bias=[tf.zeros([1, 8])], index=[0], fresh=[True], kernel_sizes=[1], strides=[1],
+          relus=[], input_scale=1.0)
 
   def test_delta_net_over_an_empty_observation(self):
     # obs [B, 2^20, 2^20, 0]: layer 0 sees no channels (its output is zero),

@@ -1,276 +1,194 @@
-"""PopulationDeltaConv2D (incremental inference) against the full convolution,
-step after step, and its handling of bad input."""
+"""PopulationDeltaNet (incremental inference of a whole population network)
+against the full forward (`tfrl.ops.reference`), step after step: each layer's
+output against the full convolution of the op's own input to that layer, bit
+for bit where the order of the sums is fixed, and its handling of bad input
+and of NaN and inf."""
+
+import os
+import sys
 
 from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
+from tfrl.ops import population
 from tfrl.ops import population_delta as delta
+from tfrl.ops import reference
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if ROOT not in sys.path:
+  sys.path.insert(0, ROOT)
+from tests.ops.delta_helpers import (  # pylint: disable=g-import-not-at-top
+    Net, assert_comes_and_goes, assert_like, change, first_input, full_sparse,
+    non_finite_inputs)
 
 
-def _change(rng, x, fraction):
-  """x with about `fraction` of its values redrawn (some rows untouched)."""
-  x = x.copy()
-  mask = rng.random(x.shape) < fraction
-  if x.dtype == np.uint8:
-    x[mask] = rng.integers(0, 256, mask.sum())
-  else:
-    x[mask] = rng.standard_normal(mask.sum())
-  return x
+def _step(net, obs, obs_prev, state, index, fresh, input_scale=1.0):
+  """One op step: (logits, accs) as arrays."""
+  logits, accs = delta.population_delta_net_op(obs, obs_prev, state, net.kernels, net.biases,
+                                               index, fresh, **net.geometry(input_scale))
+  return logits.numpy(), [a.numpy() for a in accs]
 
 
-def _first_input(rng, shape, dtype):
-  if dtype == np.uint8:
-    return rng.integers(0, 256, shape).astype(np.uint8)
-  return rng.standard_normal(shape).astype(np.float32)
+def _layer_reference(net, i, obs, accs, index, input_scale=1.0):
+  """Layer i's full convolution of its input: obs, or the op's acc[i - 1]."""
+  ks, stride, _ = net.layers[i]
+  if i == 0:
+    return reference.population_delta_conv2d(obs, net.kernels[0], index, kernel_size=ks,
+                                             stride=stride, input_scale=input_scale).numpy()
+  return reference.population_delta_conv2d(
+      accs[i - 1], net.kernels[i], index, kernel_size=ks, stride=stride,
+      input_bias=net.biases[i - 1], input_relu=net.relus[i - 1]).numpy()
 
 
-class PopulationDeltaConv2DTest(tf.test.TestCase, parameterized.TestCase):
+class PopulationDeltaNetTest(tf.test.TestCase, parameterized.TestCase):
 
   test_session = None  # tf.test.TestCase's deprecated helper, not a test.
 
+  def assert_tracks(self, net, obs, logits, accs, index, input_scale=1.0, msg=""):
+    for i, acc in enumerate(accs):
+      ks, _, _ = net.layers[i]
+      k = int(net.kernels[i].shape[1])
+      self.assertAllClose(acc, _layer_reference(net, i, obs, accs, index, input_scale),
+                          rtol=1e-4, atol=1e-4 * np.sqrt(max(k, 1)), msg=f"{msg} layer {i}")
+    want = accs[-1][:, 0, 0, :] + np.asarray(net.biases[-1])[index]
+    self.assertAllEqual(logits, want, msg=f"{msg} logits")
+
   @parameterized.named_parameters(
-      # name, x dtype, (H, W, C), N, kernel, stride, input bias + relu
-      ("frames_8x8_stride4", np.uint8, (20, 24, 4), 16, 8, 4, False),
-      ("conv_4x4_stride2_bias_relu", np.float32, (11, 11, 16), 32, 4, 2, True),
-      ("conv_3x3_stride1_odd_n", np.float32, (7, 9, 5), 13, 3, 1, True),
-      ("dense_over_feature_map", np.float32, (5, 5, 8), 40, 5, 1, True),
-      ("dense_flat", np.float32, (1, 1, 37), 9, 1, 1, False),
+      # name, obs dtype, (H, W, C), layers (kernel size, stride, N), the last dense
+      ("frames_8x8_stride4", np.uint8, (20, 24, 4), ((8, 4, 16), (4, 2, 6))),
+      ("conv_4x4_stride2_bias_relu", np.float32, (11, 11, 16),
+       ((3, 1, 16), (4, 2, 32), (3, 1, 7))),
+      ("conv_3x3_stride1_odd_n", np.float32, (7, 9, 5), ((3, 1, 13), (5, 3, 4))),
+      ("dense_over_feature_map", np.float32, (5, 5, 8), ((5, 1, 40), (1, 1, 9))),
+      ("dense_flat", np.float32, (1, 1, 37), ((1, 1, 9),)),
       # whole register blocks, a vector and single columns after them
-      ("wide_dense", np.float32, (4, 4, 8), 205, 4, 1, True),
+      ("wide_dense", np.float32, (4, 4, 8), ((4, 1, 205), (1, 1, 3))),
   )
-  def test_tracks_the_full_convolution(self, dtype, hwc, n, ks, stride, bias_relu):
-    rng = np.random.default_rng(hwc[0] * 100 + n)
+  def test_tracks_the_full_forward(self, dtype, hwc, layers):
+    rng = np.random.default_rng(hwc[0] * 100 + layers[0][2])
     b, p = 7, 5
-    w = rng.standard_normal((p, ks * ks * hwc[2], n)).astype(np.float32)
+    net = Net(rng, hwc, layers, p)
     index = np.array([0, 3, 3, 1, 4, 3, 0], np.int32)  # repeated; network 2 missing
-    bias = rng.standard_normal((p, hwc[2])).astype(np.float32) if bias_relu else None
     scale = 1.0 / 255.0 if dtype == np.uint8 else 1.0
-    kwargs = dict(kernel_size=ks, stride=stride, input_scale=scale, input_bias=bias,
-                  input_relu=bias_relu)
-    x_prev = _first_input(rng, (b,) + hwc, dtype)
-    out = ((hwc[0] - ks) // stride + 1, (hwc[1] - ks) // stride + 1, n)
-    acc = np.full((b,) + out, np.nan, np.float32)  # fresh rows must not read it
-    fresh = np.ones(b, bool)
+    obs_prev = first_input(rng, (b,) + hwc, dtype)
+    state, fresh = net.state(b), np.ones(b, bool)  # fresh rows must not read the NaNs
     for step in range(12):
-      x = x_prev if step == 0 else _change(rng, x_prev, 0.02)
-      acc = delta.population_delta_conv2d_op(x, x_prev, acc, w, index, fresh, **kwargs)
-      full = delta.population_delta_conv2d_reference(x, x_prev, acc, w, index, fresh,
-                                                     **kwargs)
-      self.assertEqual(acc.shape, (b,) + out)
-      self.assertAllClose(acc, full, rtol=1e-4, atol=1e-4 * np.sqrt(ks * ks * hwc[2]),
-                          msg=f"step {step}")
-      x_prev = x
+      obs = obs_prev if step == 0 else change(rng, obs_prev, 0.02)
+      logits, state = _step(net, obs, obs_prev, state, index, fresh, scale)
+      self.assertEqual([a.shape[1:] for a in state], net.shapes)
+      self.assert_tracks(net, obs, logits, state, index, scale, f"step {step}")
+      obs_prev = obs
       fresh = rng.random(b) < 0.2  # some rows recomputed in full now and then
 
   def test_unchanged_input_keeps_acc_exactly(self):
     rng = np.random.default_rng(1)
-    x = rng.integers(0, 256, (3, 12, 12, 2)).astype(np.uint8)
-    w = rng.standard_normal((2, 32, 6)).astype(np.float32)
-    acc_prev = rng.standard_normal((3, 3, 3, 6)).astype(np.float32)
-    got = delta.population_delta_conv2d_op(x, x, acc_prev, w, [0, 1, 1], [False] * 3,
-                                           kernel_size=4, stride=4)
-    self.assertAllEqual(got, acc_prev)
+    net = Net(rng, (12, 12, 2), ((4, 4, 6), (3, 1, 5)), 2)
+    obs = rng.integers(0, 256, (3, 12, 12, 2)).astype(np.uint8)
+    state = [rng.standard_normal((3,) + s).astype(np.float32) for s in net.shapes]
+    logits, got = _step(net, obs, obs, state, [0, 1, 1], [False] * 3, 1 / 255)
+    for g, want in zip(got, state):
+      self.assertAllEqual(g, want)
+    self.assertAllEqual(logits, state[-1][:, 0, 0, :] + np.asarray(net.biases[-1])[[0, 1, 1]])
 
   def test_fresh_rows_need_no_state(self):
     rng = np.random.default_rng(2)
-    x = rng.standard_normal((4, 6, 6, 3)).astype(np.float32)
-    w = rng.standard_normal((3, 27, 5)).astype(np.float32)
-    bias = rng.standard_normal((3, 3)).astype(np.float32)
-    garbage_prev = rng.standard_normal(x.shape).astype(np.float32) * 1e6
-    garbage_acc = np.full((4, 4, 4, 5), np.inf, np.float32)
-    kwargs = dict(kernel_size=3, stride=1, input_bias=bias, input_relu=True)
-    got = delta.population_delta_conv2d_op(x, garbage_prev, garbage_acc, w, [2, 0, 1, 2],
-                                           [True] * 4, **kwargs)
-    want = delta.population_delta_conv2d_reference(x, x, garbage_acc, w, [2, 0, 1, 2],
-                                                   [True] * 4, **kwargs)
-    self.assertAllClose(got, want, rtol=1e-5, atol=1e-4)
+    net = Net(rng, (6, 6, 3), ((3, 1, 5), (4, 1, 4)), 3)
+    obs = rng.standard_normal((4, 6, 6, 3)).astype(np.float32)
+    garbage_prev = rng.standard_normal(obs.shape).astype(np.float32) * 1e6
+    garbage = net.state(4, np.inf)
+    index = [2, 0, 1, 2]
+    logits, accs = _step(net, obs, garbage_prev, garbage, index, [True] * 4)
+    want_logits, want = net.reference(obs, index)
+    for got, w in zip(accs, want):
+      self.assertAllClose(got, w, rtol=1e-5, atol=1e-4)
+    self.assertAllClose(logits, want_logits, rtol=1e-5, atol=1e-4)
 
   def test_row_result_independent_of_batch(self):
     rng = np.random.default_rng(3)
-    x_prev = rng.integers(0, 256, (6, 16, 16, 4)).astype(np.uint8)
-    x = _change(rng, x_prev, 0.05)
-    w = rng.standard_normal((4, 256, 16)).astype(np.float32)
-    acc_prev = rng.standard_normal((6, 3, 3, 16)).astype(np.float32)
+    net = Net(rng, (16, 16, 4), ((8, 4, 16), (3, 1, 7)), 4)
+    obs_prev = rng.integers(0, 256, (6, 16, 16, 4)).astype(np.uint8)
+    obs = change(rng, obs_prev, 0.05)
+    state = [rng.standard_normal((6,) + s).astype(np.float32) for s in net.shapes]
     index = np.array([3, 1, 0, 3, 2, 1], np.int32)
     fresh = np.array([0, 1, 0, 0, 1, 0], bool)
-    kwargs = dict(kernel_size=8, stride=4, input_scale=1 / 255)
-    batch = delta.population_delta_conv2d_op(x, x_prev, acc_prev, w, index, fresh, **kwargs)
+    logits, batch = _step(net, obs, obs_prev, state, index, fresh, 1 / 255)
     for b in range(6):
-      one = delta.population_delta_conv2d_op(x[b:b + 1], x_prev[b:b + 1], acc_prev[b:b + 1],
-                                             w, index[b:b + 1], fresh[b:b + 1], **kwargs)
-      self.assertAllEqual(one[0], batch[b])  # bitwise: a fixed summation order
+      one_logits, one = _step(net, obs[b:b + 1], obs_prev[b:b + 1], [s[b:b + 1] for s in state],
+                              index[b:b + 1], fresh[b:b + 1], 1 / 255)
+      self.assertAllEqual(one_logits[0], logits[b])  # bitwise: a fixed summation order
+      for got, want in zip(one, batch):
+        self.assertAllEqual(got[0], want[b])
 
   def test_dense_runs_of_one_network_match_rows_alone(self):
     # A dense layer sums the rows of one network together, in runs of up to
     # 8 (here 10 rows of network 1 around a fresh one, and two of network 0).
     rng = np.random.default_rng(6)
     b = 13
-    x_prev = np.maximum(rng.standard_normal((b, 6, 6, 16)), 0).astype(np.float32)
-    x = _change(rng, x_prev, 0.2)
-    w = rng.standard_normal((2, 576, 70)).astype(np.float32)
-    bias = rng.standard_normal((2, 16)).astype(np.float32)
+    net = Net(rng, (6, 6, 16), ((6, 1, 70), (1, 1, 5)), 2)
+    obs_prev = np.maximum(rng.standard_normal((b, 6, 6, 16)), 0).astype(np.float32)
+    obs = change(rng, obs_prev, 0.2)
     index = np.array([1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1], np.int32)
-    kwargs = dict(kernel_size=6, stride=1, input_bias=bias, input_relu=True)
-    acc_prev = delta.population_delta_conv2d_reference(x_prev, None, None, w, index, None,
-                                                       **kwargs)
+    state = net.reference(obs_prev, index)[1]
     fresh = np.zeros(b, bool)
     fresh[5] = True
-    batch = delta.population_delta_conv2d_op(x, x_prev, acc_prev, w, index, fresh, **kwargs)
-    full = delta.population_delta_conv2d_reference(x, x_prev, acc_prev, w, index, fresh,
-                                                   **kwargs)
-    self.assertAllClose(batch, full, rtol=1e-4, atol=1e-3)
+    logits, batch = _step(net, obs, obs_prev, state, index, fresh)
+    self.assert_tracks(net, obs, logits, batch, index)
     for row in range(b):
-      one = delta.population_delta_conv2d_op(
-          x[row:row + 1], x_prev[row:row + 1], acc_prev[row:row + 1], w,
-          index[row:row + 1], fresh[row:row + 1], **kwargs)
-      self.assertAllEqual(one[0], batch[row])
+      one_logits, one = _step(net, obs[row:row + 1], obs_prev[row:row + 1],
+                              [s[row:row + 1] for s in state], index[row:row + 1],
+                              fresh[row:row + 1])
+      self.assertAllEqual(one_logits[0], logits[row])
+      for got, want in zip(one, batch):
+        self.assertAllEqual(got[0], want[row])
 
   # N: under a register block; whole blocks and an even number of vectors
   # (bfloat16 columns widened in pairs); an odd number and single columns.
   @parameterized.parameters(24, 208, 203)
   def test_bfloat16_weights_equal_float_op_on_rounded_weights(self, n):
     rng = np.random.default_rng(4)
-    x_prev = rng.standard_normal((3, 9, 9, 4)).astype(np.float32)
-    x = _change(rng, x_prev, 0.1)
-    w = rng.standard_normal((2, 64, n)).astype(np.float32)
-    w16 = tf.cast(w, tf.bfloat16)
-    acc_prev = rng.standard_normal((3, 3, 3, n)).astype(np.float32)
-    args = (x, x_prev, acc_prev)
-    kwargs = dict(kernel_size=4, stride=2, input_bias=np.ones((2, 4), np.float32),
-                  input_relu=True)
-    got = delta.population_delta_conv2d_op(*args, w16, [1, 0, 1], [False, True, False], **kwargs)
-    want = delta.population_delta_conv2d_op(*args, tf.cast(w16, tf.float32), [1, 0, 1],
-                                            [False, True, False], **kwargs)
-    self.assertAllEqual(got, want)
+    net16 = Net(rng, (9, 9, 4), ((4, 2, n), (3, 1, 6)), 2, dtype=tf.bfloat16)
+    net32 = Net(rng, (9, 9, 4), ((4, 2, n), (3, 1, 6)), 2)
+    net32.kernels = [tf.cast(k, tf.float32) for k in net16.kernels]
+    net32.biases = net16.biases
+    obs_prev = rng.standard_normal((3, 9, 9, 4)).astype(np.float32)
+    obs = change(rng, obs_prev, 0.1)
+    state = [rng.standard_normal((3,) + s).astype(np.float32) for s in net16.shapes]
+    args = (obs, obs_prev, state, [1, 0, 1], [False, True, False])
+    got_logits, got = _step(net16, *args)
+    want_logits, want = _step(net32, *args)
+    self.assertAllEqual(got_logits, want_logits)
+    for g, w in zip(got, want):
+      self.assertAllEqual(g, w)
 
   def test_inside_tf_function_with_unknown_batch(self):
-    w = tf.ones([2, 16, 3])
+    w = [tf.ones([2, 16, 3]), tf.ones([2, 12, 2])]
+    bias = [tf.zeros([2, 3]), tf.zeros([2, 2])]
     fn = tf.function(
-        lambda x, xp, acc, i, f: delta.population_delta_conv2d_op(
-            x, xp, acc, w, i, f, kernel_size=2, stride=2),
+        lambda x, xp, acc0, acc1, i, f: delta.population_delta_net_op(
+            x, xp, [acc0, acc1], w, bias, i, f, kernel_sizes=[2, 2], strides=[2, 1],
+            relus=[True]),
         input_signature=[tf.TensorSpec([None, 4, 4, 4], tf.float32)] * 2 +
-        [tf.TensorSpec([None, 2, 2, 3], tf.float32), tf.TensorSpec([None], tf.int32),
-         tf.TensorSpec([None], tf.bool)])
-    concrete = fn.get_concrete_function()
-    self.assertEqual(concrete.structured_outputs.shape.as_list(), [None, 2, 2, 3])
+        [tf.TensorSpec([None, 2, 2, 3], tf.float32), tf.TensorSpec([None, 1, 1, 2], tf.float32),
+         tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.bool)])
+    logits, acc = fn.get_concrete_function().structured_outputs
+    self.assertEqual(logits.shape.as_list(), [None, 2])
+    self.assertEqual([a.shape.as_list() for a in acc], [[None, 2, 2, 3], [None, 1, 1, 2]])
     x = tf.ones([5, 4, 4, 4])
-    got = fn(x, x, tf.zeros([5, 2, 2, 3]), tf.zeros([5], tf.int32), tf.ones([5], tf.bool))
-    self.assertAllClose(got, tf.fill([5, 2, 2, 3], 16.0))
+    logits, acc = fn(x, x, tf.zeros([5, 2, 2, 3]), tf.zeros([5, 1, 1, 2]),
+                     tf.zeros([5], tf.int32), tf.ones([5], tf.bool))
+    self.assertAllClose(acc[0], tf.fill([5, 2, 2, 3], 16.0))
+    self.assertAllClose(logits, tf.fill([5, 2], 192.0))  # 2 * 2 * 3 inputs of 16
 
   def test_fallback_is_the_reference(self):
     rng = np.random.default_rng(5)
     x = rng.standard_normal((2, 5, 5, 2)).astype(np.float32)
     w = rng.standard_normal((1, 8, 4)).astype(np.float32)
     acc = np.zeros((2, 2, 2, 4), np.float32)
-    kwargs = dict(kernel_size=2, stride=2)
     got = delta.population_delta_conv2d(x, x * 0, acc, w, [0, 0], [False, False],
-                                        use_op=False, **kwargs)
-    want = delta.population_delta_conv2d_reference(x, x, acc, w, [0, 0], [True, True],
-                                                   **kwargs)
+                                        use_op=False, kernel_size=2, stride=2)
+    want = reference.population_delta_conv2d(x, w, [0, 0], kernel_size=2, stride=2)
     self.assertAllEqual(got, want)
-
-  @parameterized.named_parameters(
-      # name, x shape, x_prev shape, acc_prev shape, w shape, index, input bias shape
-      ("index_too_large", (2, 6, 6, 1), (2, 6, 6, 1), (2, 2, 2, 3), (2, 9, 3), [0, 2], None),
-      ("index_negative", (2, 6, 6, 1), (2, 6, 6, 1), (2, 2, 2, 3), (2, 9, 3), [-1, 0], None),
-      ("x_prev_shape", (2, 6, 6, 1), (2, 6, 5, 1), (2, 2, 2, 3), (2, 9, 3), [0, 1], None),
-      ("acc_prev_shape", (2, 6, 6, 1), (2, 6, 6, 1), (2, 2, 2, 4), (2, 9, 3), [0, 1], None),
-      ("kernel_rows", (2, 6, 6, 1), (2, 6, 6, 1), (2, 2, 2, 3), (2, 8, 3), [0, 1], None),
-      ("kernel_larger_than_input", (2, 2, 2, 1), (2, 2, 2, 1), (2, 1, 1, 3), (2, 9, 3),
-       [0, 1], None),
-      ("index_length", (2, 6, 6, 1), (2, 6, 6, 1), (2, 2, 2, 3), (2, 9, 3), [0], None),
-      ("x_rank", (2, 6, 6), (2, 6, 6), (2, 2, 2, 3), (2, 9, 3), [0, 1], None),
-      ("input_bias_shape", (2, 6, 6, 1), (2, 6, 6, 1), (2, 2, 2, 3), (2, 9, 3), [0, 1],
-       (2, 2)),
-  )
-  def test_bad_inputs_rejected(self, x_shape, xp_shape, acc_shape, w_shape, index,
-                               bias_shape):
-    bias = None if bias_shape is None else np.ones(bias_shape, np.float32)
-    with self.assertRaises((tf.errors.InvalidArgumentError, ValueError)):
-      delta.population_delta_conv2d_op(
-          np.zeros(x_shape, np.float32), np.zeros(xp_shape, np.float32),
-          np.zeros(acc_shape, np.float32), np.zeros(w_shape, np.float32),
-          np.array(index, np.int32), np.zeros(len(index), bool), kernel_size=3, stride=2,
-          input_bias=bias)
-
-  def test_bad_inputs_rejected_at_run_time(self):
-    # Shapes unknown when traced: the kernel itself must refuse them.
-    fn = tf.function(
-        lambda x, acc, w, i: delta.population_delta_conv2d_op(
-            x, x, acc, w, i, tf.zeros_like(i, tf.bool), kernel_size=3, stride=2),
-        input_signature=[tf.TensorSpec(None, tf.float32)] * 3 +
-        [tf.TensorSpec(None, tf.int32)])
-    x, acc, w = tf.zeros([2, 6, 6, 1]), tf.zeros([2, 2, 2, 3]), tf.zeros([2, 9, 3])
-    for bad in ((x, acc, w, tf.constant([0, 5])), (x, tf.zeros([2, 3, 3, 3]), w, [0, 1]),
-                (x, acc, tf.zeros([2, 10, 3]), [0, 1]), (tf.zeros([2, 6, 6]), acc, w, [0, 1])):
-      with self.assertRaises(tf.errors.InvalidArgumentError):
-        fn(*bad)
-    self.assertEqual(fn(x, acc, w, tf.constant([0, 1])).shape, (2, 2, 2, 3))
-
-  def test_bad_attrs_rejected(self):
-    with self.assertRaises((tf.errors.InvalidArgumentError, ValueError)):
-      delta.population_delta_conv2d_op(np.zeros((1, 4, 4, 1), np.float32),
-                                       np.zeros((1, 4, 4, 1), np.float32),
-                                       np.zeros((1, 4, 4, 2), np.float32),
-                                       np.zeros((1, 1, 2), np.float32), [0], [True],
-                                       kernel_size=1, stride=0)
-
-
-class PopulationDeltaNetTest(tf.test.TestCase, parameterized.TestCase):
-  """The whole-network op against the chain of per-layer ops, bit for bit."""
-
-  test_session = None
-
-  # (kernel size, stride, N) per layer over a [20, 20, 4] input: two
-  # convolutions, a dense layer over the 7x7 map and a policy layer.
-  LAYERS = ((4, 2, 8), (3, 1, 8), (7, 1, 70), (1, 1, 5))
-
-  def _chain(self, obs, obs_prev, acc_prev, kernels, biases, index, fresh):
-    acc, x, x_prev = [], obs, obs_prev
-    for i, (ks, stride, _) in enumerate(self.LAYERS):
-      kwargs = (dict(input_scale=1 / 255) if i == 0 else
-                dict(input_bias=biases[i - 1], input_relu=True))
-      out = delta.population_delta_conv2d_op(x, x_prev, acc_prev[i], kernels[i], index,
-                                             fresh, kernel_size=ks, stride=stride, **kwargs)
-      acc.append(out)
-      x, x_prev = out, acc_prev[i]
-    return acc[-1][:, 0, 0, :] + tf.gather(biases[-1], index), acc
-
-  @parameterized.parameters(tf.float32, tf.bfloat16)
-  def test_equals_the_chain_of_layer_ops(self, dtype):
-    rng = np.random.default_rng(7)
-    b, p = 13, 3
-    kernels, biases, c, size = [], [], 4, 20
-    for ks, stride, n in self.LAYERS:
-      kernels.append(tf.cast(rng.standard_normal((p, ks * ks * c, n)) / ks, dtype))
-      biases.append(rng.standard_normal((p, n)).astype(np.float32) * 0.3)
-      size, c = (size - ks) // stride + 1, n
-    # Rows of one network in runs longer than 8, and of others.
-    index = np.array([1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 2, 1, 1], np.int32)
-    obs_prev = rng.integers(0, 256, (b, 20, 20, 4)).astype(np.uint8)
-    state = [np.full((b,) + tuple(a.shape[1:]), np.nan, np.float32)
-             for a in self._chain(obs_prev, obs_prev,
-                                  [np.zeros((b, 9, 9, 8), np.float32),
-                                   np.zeros((b, 7, 7, 8), np.float32),
-                                   np.zeros((b, 1, 1, 70), np.float32),
-                                   np.zeros((b, 1, 1, 5), np.float32)],
-                                  kernels, biases, index, np.ones(b, bool))[1]]
-    fresh = np.ones(b, bool)
-    geometry = dict(kernel_sizes=[l[0] for l in self.LAYERS],
-                    strides=[l[1] for l in self.LAYERS], relus=[True] * 3,
-                    input_scale=1 / 255)
-    for step in range(8):
-      obs = obs_prev if step == 0 else _change(rng, obs_prev, 0.01)
-      want_logits, want = self._chain(obs, obs_prev, state, kernels, biases, index, fresh)
-      logits, got = delta.population_delta_net_op(obs, obs_prev, state, kernels, biases,
-                                                  index, fresh, **geometry)
-      self.assertAllEqual(logits, want_logits, msg=f"step {step}")
-      for g, w in zip(got, want):
-        self.assertAllEqual(g, w, msg=f"step {step}")
-      state = [w.numpy() for w in want]
-      obs_prev = obs
-      fresh = rng.random(b) < 0.15
 
   def test_bad_input_is_rejected(self):
     w = [tf.zeros([2, 16, 3]), tf.zeros([2, 3, 4])]
@@ -280,6 +198,8 @@ class PopulationDeltaNetTest(tf.test.TestCase, parameterized.TestCase):
     kwargs = dict(kernel_sizes=[4, 1], strides=[1, 1], relus=[True])
     with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "out of range"):
       delta.population_delta_net_op(obs, obs, acc, w, bias, [2], [False], **kwargs)
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "out of range"):
+      delta.population_delta_net_op(obs, obs, acc, w, bias, [-1], [True], **kwargs)
     with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "w\\[1\\] must be"):
       delta.population_delta_net_op(obs, obs, acc, [w[0], tf.zeros([2, 5, 4])], bias, [0],
                                     [False], **kwargs)
@@ -287,108 +207,98 @@ class PopulationDeltaNetTest(tf.test.TestCase, parameterized.TestCase):
       delta.population_delta_net_op(obs, obs, acc, w, bias, [0], [False], kernel_sizes=[4, 1],
                                     strides=[1, 1], relus=[])
 
-
-def _full_sparse(x, w, index, ks, stride, scale=1.0, bias=None, relu=False):
-  """The full convolution of f(x) in float64 over the nonzero values of f(x)
-  only (as the incremental op sums: a zero input adds nothing, even times an
-  inf or NaN weight)."""
-  f = np.asarray(delta.layer_input(x, index, input_scale=scale, input_bias=bias,
-                                   input_relu=relu), np.float64)
-  b, h, w_, c = f.shape
-  oh, ow = (h - ks) // stride + 1, (w_ - ks) // stride + 1
-  out = np.zeros((b, oh, ow, w.shape[2]))
-  with np.errstate(all="ignore"):
-    for r in range(b):
-      k = np.asarray(w[index[r]], np.float64)
-      for i in range(oh):
-        for j in range(ow):
-          patch = f[r, i * stride:i * stride + ks, j * stride:j * stride + ks].reshape(-1)
-          nz = patch != 0
-          out[r, i, j] = (patch[nz, None] * k[nz]).sum(axis=0)
-  return out
-
-
-def _assert_like(test, got, want, atol, msg=""):
-  """Same NaN and infinity pattern, finite values close."""
-  got = np.asarray(got, np.float64)
-  test.assertAllEqual(np.isnan(got), np.isnan(want), msg=f"NaN pattern {msg}")
-  test.assertAllEqual(np.isposinf(got), np.isposinf(want), msg=f"+inf pattern {msg}")
-  test.assertAllEqual(np.isneginf(got), np.isneginf(want), msg=f"-inf pattern {msg}")
-  fin = np.isfinite(want)
-  test.assertAllClose(got[fin], want[fin], rtol=1e-4, atol=atol, msg=msg)
+  @parameterized.named_parameters(
+      # name, obs shape, obs_prev shape, acc_prev[0] shape, w[0] shape, index, fresh length
+      ("obs_prev_shape", (2, 6, 6, 1), (2, 6, 5, 1), (2, 2, 2, 3), (2, 9, 3), [0, 1], 2),
+      ("acc_prev_shape", (2, 6, 6, 1), (2, 6, 6, 1), (2, 2, 2, 4), (2, 9, 3), [0, 1], 2),
+      ("kernel_rows", (2, 6, 6, 1), (2, 6, 6, 1), (2, 2, 2, 3), (2, 8, 3), [0, 1], 2),
+      ("kernel_larger_than_input", (2, 2, 2, 1), (2, 2, 2, 1), (2, 1, 1, 3), (2, 9, 3),
+       [0, 1], 2),
+      ("index_length", (2, 6, 6, 1), (2, 6, 6, 1), (2, 2, 2, 3), (2, 9, 3), [0], 2),
+      ("fresh_length", (2, 6, 6, 1), (2, 6, 6, 1), (2, 2, 2, 3), (2, 9, 3), [0, 1], 3),
+      ("obs_rank", (2, 6, 6), (2, 6, 6), (2, 2, 2, 3), (2, 9, 3), [0, 1], 2),
+  )
+  def test_bad_inputs_rejected_at_run_time(self, obs_shape, prev_shape, acc_shape, w_shape,
+                                           index, fresh_length):
+    # Shapes unknown when traced: the kernel itself must refuse them. Layer 0
+    # is a 3x3 / 2 convolution, layer 1 a 2x2 dense layer over its output.
+    lib = population.load_library()
+    fn = tf.function(
+        lambda o, op, a0, w0, i, f: lib.population_delta_net(
+            obs=o, obs_prev=op, acc_prev=[a0, tf.zeros([2, 1, 1, 2])],
+            w=[w0, tf.zeros([2, 12, 2])], bias=[tf.zeros([2, 3]), tf.zeros([2, 2])],
+            index=i, fresh=f, kernel_sizes=[3, 2], strides=[2, 1], relus=[True],
+            input_scale=1.0),
+        input_signature=[tf.TensorSpec(None, tf.float32)] * 4 +
+        [tf.TensorSpec(None, tf.int32), tf.TensorSpec(None, tf.bool)])
+    args = (tf.zeros(obs_shape), tf.zeros(prev_shape), tf.zeros(acc_shape), tf.zeros(w_shape),
+            tf.constant(index, tf.int32), tf.ones([fresh_length], tf.bool))
+    with self.assertRaises(tf.errors.InvalidArgumentError):
+      fn(*args)
+    good = (tf.zeros([2, 6, 6, 1]),) * 2 + (tf.zeros([2, 2, 2, 3]), tf.zeros([2, 9, 3]),
+                                            tf.constant([0, 1]), tf.ones([2], tf.bool))
+    self.assertEqual(fn(*good)[0].shape, (2, 2))
 
 
 class NonFiniteValuesTest(tf.test.TestCase, parameterized.TestCase):
-  """NaN and inf in the incremental ops: they propagate while present, and an
+  """NaN and inf in the incremental op: they propagate while present, and an
   accumulator that held them recovers once they are gone (no inf - inf)."""
 
   test_session = None
 
-  # name, (H, W, C), N, kernel, stride: a convolution and a dense layer
-  # (which sums runs of rows of one network).
-  GEOMETRIES = (("conv", (9, 9, 3), 12, 3, 2), ("dense", (4, 4, 5), 70, 4, 1))
+  # name, (H, W, C), the first layer (kernel, stride, N): a convolution or a
+  # dense layer (which sums runs of rows of one network); a policy layer after.
+  GEOMETRIES = (("conv", (9, 9, 3), (3, 2, 12)), ("dense", (4, 4, 5), (4, 1, 70)))
 
-  def _play(self, geometry, values, dtype=tf.float32, relu=False):
-    """Steps: finite, then `values` put in a few places, then finite again."""
-    _, (h, w_, c), n, ks, stride = geometry
+  def _play(self, geometry, values, dtype=tf.float32):
+    """Steps: finite, then `values` put in a few places, then finite again;
+    (layer 0's acc, its full convolution) per step."""
+    _, (h, w_, c), (ks, stride, n) = geometry
+    out = (h - ks) // stride + 1
     rng = np.random.default_rng(8)
-    b, p = 6, 2
-    w = tf.cast(rng.standard_normal((p, ks * ks * c, n)), dtype)
-    wf = tf.cast(w, tf.float32).numpy()
+    b = 6
+    net = Net(rng, (h, w_, c), ((ks, stride, n), (out, 1, 3)), 2, dtype=dtype, kernel_scale=1.0)
+    wf = tf.cast(net.kernels[0], tf.float32).numpy()
     index = np.array([1, 1, 0, 1, 1, 1], np.int32)
-    bias = rng.standard_normal((p, c)).astype(np.float32) if relu else None
-    kwargs = dict(kernel_size=ks, stride=stride, input_bias=bias, input_relu=relu)
-    x0 = rng.standard_normal((b, h, w_, c)).astype(np.float32)
-    x1 = x0.copy()
-    x1[0, 1, 2, 0] = values[0]
-    x1[3, 2, 1, c - 1] = values[1 % len(values)]
-    x1[4, 0, 0, 1] = values[-1]
-    x2 = x1.copy()
-    x2[~np.isfinite(x2) | (np.abs(x2) > 1e30)] = 0.5
-    x3 = x2.copy()
-    x3[:, 1, 1, :] += 1.0
-    acc = np.full((b, (h - ks) // stride + 1, (w_ - ks) // stride + 1, n), np.nan, np.float32)
-    x_prev, fresh, steps = x0, np.ones(b, bool), []
-    for x in (x0, x1, x2, x3):
-      acc = delta.population_delta_conv2d_op(x, x_prev, acc, w, index, fresh, **kwargs).numpy()
-      steps.append((acc, _full_sparse(x, wf, index, ks, stride, bias=bias, relu=relu)))
+    inputs = non_finite_inputs(rng, (b, h, w_, c), values)
+    state, x_prev, fresh, steps = net.state(b), inputs[0], np.ones(b, bool), []
+    for x in inputs:
+      _, state = _step(net, x, x_prev, state, index, fresh)
+      steps.append((state[0], full_sparse(x, wf, index, ks, stride)))
       x_prev, fresh = x, np.zeros(b, bool)
     return steps
 
   @parameterized.product(geometry=GEOMETRIES, dtype=(tf.float32, tf.bfloat16),
                          values=((np.inf, -np.inf), (np.nan,), (np.inf, np.nan)))
   def test_non_finite_input_comes_and_goes(self, geometry, dtype, values):
-    steps = self._play(geometry, values, dtype)
-    (a0, f0), (a1, f1), (a2, f2), (a3, f3) = steps
-    self.assertTrue(np.isfinite(a0).all())
-    # While present: NaN or inf where the full convolution has them.
-    self.assertFalse(np.isfinite(a1).all())
-    _assert_like(self, a1, f1, 1e-3, "with the values")
-    # Gone: every output finite again and equal to the full convolution.
-    self.assertTrue(np.isfinite(a2).all(), "inf - inf left in the accumulator")
-    _assert_like(self, a2, f2, 1e-3, "after they left")
-    _assert_like(self, a3, f3, 1e-3, "a step later")
+    assert_comes_and_goes(self, self._play(geometry, values, dtype))
 
   @parameterized.parameters(False, True)
   def test_overflowing_sum_recovers(self, dense):
     # Finite inputs whose products overflow float32: the output is inf while
     # they are there, and exact again once they are gone.
     shape, ks = ((1, 4, 4, 2), 4) if dense else ((1, 6, 6, 2), 3)
-    w = np.full((1, ks * ks * 2, 5), 2.0, np.float32)
+    out = shape[1] - ks + 1
+    kernels = [np.full((1, ks * ks * 2, 5), 2.0, np.float32), np.ones((1, out * out * 5, 1),
+                                                                        np.float32)]
+    biases = [np.zeros((1, 5), np.float32), np.zeros((1, 1), np.float32)]
+    geometry = dict(kernel_sizes=[ks, out], strides=[1, 1], relus=[False])
     x0 = np.ones(shape, np.float32)
     x1 = x0.copy()
     x1[0, 2, 2, 1] = 3e38  # 3e38 * 2 overflows
     x2 = x1.copy()
     x2[0, 2, 2, 1] = -1.0
-    kwargs = dict(kernel_size=ks, stride=1)
-    out = shape[1] - ks + 1
-    acc = delta.population_delta_conv2d_op(x0, x0, np.zeros((1, out, out, 5), np.float32), w,
-                                           [0], [True], **kwargs)
-    acc = delta.population_delta_conv2d_op(x1, x0, acc, w, [0], [False], **kwargs).numpy()
-    self.assertTrue(np.isposinf(acc[0, 0, 0]).all())
-    acc = delta.population_delta_conv2d_op(x2, x1, acc, w, [0], [False], **kwargs).numpy()
-    want = delta.population_delta_conv2d_reference(x2, x2, acc, w, [0], [True], **kwargs)
-    self.assertAllEqual(acc, want)  # small integers: exact
+    state = [np.zeros((1, out, out, 5), np.float32), np.zeros((1, 1, 1, 1), np.float32)]
+    x_prev, fresh = x0, [True]
+    for x in (x0, x1, x2):
+      _, state = delta.population_delta_net_op(x, x_prev, state, kernels, biases, [0], fresh,
+                                               **geometry)
+      state = [s.numpy() for s in state]
+      if x is x1:
+        self.assertTrue(np.isposinf(state[0][0, 0, 0]).all())
+      x_prev, fresh = x, [False]
+    want = reference.population_delta_conv2d(x2, kernels[0], [0], kernel_size=ks, stride=1)
+    self.assertAllEqual(state[0], want)  # small integers: exact
 
   def test_nan_weight_reaches_only_nonzero_inputs(self):
     # The op sums over nonzero input values: a NaN (or inf) weight poisons an
@@ -396,64 +306,53 @@ class NonFiniteValuesTest(tf.test.TestCase, parameterized.TestCase):
     rng = np.random.default_rng(3)
     w = rng.standard_normal((1, 2 * 2 * 1, 3)).astype(np.float32)
     w[0, 3, 1] = np.nan  # kernel row 3 = window position (1, 1), column 1
+    kernels = [w, np.ones((1, 2 * 2 * 3, 1), np.float32)]
+    biases = [np.zeros((1, 3), np.float32), np.zeros((1, 1), np.float32)]
+    geometry = dict(kernel_sizes=[2, 2], strides=[1, 1], relus=[False])
     x0 = np.zeros((1, 3, 3, 1), np.float32)
     x1 = x0.copy()
     x1[0, 1, 1, 0] = 2.0  # position (1, 1) is row 3 of output (0, 0)'s window
-    x2 = x0.copy()
-    kwargs = dict(kernel_size=2, stride=1)
-    acc = delta.population_delta_conv2d_op(x0, x0, np.zeros((1, 2, 2, 3), np.float32), w, [0],
-                                           [True], **kwargs)
-    self.assertTrue(np.isfinite(acc).all())
-    acc = delta.population_delta_conv2d_op(x1, x0, acc, w, [0], [False], **kwargs).numpy()
-    self.assertTrue(np.isnan(acc[0, 0, 0, 1]))
-    self.assertEqual(np.isnan(acc).sum(), 1)
-    acc = delta.population_delta_conv2d_op(x2, x1, acc, w, [0], [False], **kwargs).numpy()
-    self.assertAllEqual(acc, np.zeros_like(acc))
+    state = [np.zeros((1, 2, 2, 3), np.float32), np.zeros((1, 1, 1, 1), np.float32)]
+    accs = []
+    for x, x_prev, fresh in ((x0, x0, True), (x1, x0, False), (x0, x1, False)):
+      _, state = delta.population_delta_net_op(x, x_prev, state, kernels, biases, [0], [fresh],
+                                               **geometry)
+      state = [s.numpy() for s in state]
+      accs.append(state[0])
+    self.assertTrue(np.isfinite(accs[0]).all())
+    self.assertTrue(np.isnan(accs[1][0, 0, 0, 1]))
+    self.assertEqual(np.isnan(accs[1]).sum(), 1)
+    self.assertAllEqual(accs[2], np.zeros_like(accs[2]))
 
   @parameterized.parameters(tf.float32, tf.bfloat16)
-  def test_net_recovers_and_equals_the_chain(self, dtype):
+  def test_net_recovers(self, dtype):
     rng = np.random.default_rng(9)
-    b, p = 7, 2
-    layers = ((4, 2, 8), (3, 1, 8), (7, 1, 40), (1, 1, 5))  # over [20, 20, 4]
-    kernels, biases, c = [], [], 4
-    for ks, _, n in layers:
-      kernels.append(tf.cast(rng.standard_normal((p, ks * ks * c, n)) / ks, dtype))
-      biases.append(rng.standard_normal((p, n)).astype(np.float32) * 0.3)
-      c = n
+    b = 7
+    net = Net(rng, (20, 20, 4), ((4, 2, 8), (3, 1, 8), (7, 1, 40), (1, 1, 5)), 2, dtype=dtype)
     index = np.array([1, 1, 0, 1, 1, 1, 1], np.int32)
-    geometry = dict(kernel_sizes=[l[0] for l in layers], strides=[l[1] for l in layers],
-                    relus=[True] * 3, input_scale=1.0)
     x0 = rng.standard_normal((b, 20, 20, 4)).astype(np.float32)
     x1 = x0.copy()
     x1[1, 5, 5, 0], x1[4, 12, 3, 2], x1[5, 0, 0, 3] = np.inf, np.nan, -np.inf
     x2 = x1.copy()
     x2[~np.isfinite(x2)] = 0.25
-    shapes = ((9, 9, 8), (7, 7, 8), (1, 1, 40), (1, 1, 5))
-    state = [np.full((b,) + s, np.nan, np.float32) for s in shapes]
-    chain = list(state)
-    x_prev, fresh = x0, np.ones(b, bool)
+    state, x_prev, fresh = net.state(b), x0, np.ones(b, bool)
     for step, x in enumerate((x0, x1, x2, x2)):
-      logits, state = delta.population_delta_net_op(x, x_prev, state, kernels, biases, index,
-                                                    fresh, **geometry)
-      state = [s.numpy() for s in state]
-      # The chain of per-layer ops, bit for bit (any NaN equal to any NaN).
-      new_chain, xi, xp = [], x, x_prev
-      for i, (ks, stride, _) in enumerate(layers):
-        kw = {} if i == 0 else dict(input_bias=biases[i - 1], input_relu=True)
-        out = delta.population_delta_conv2d_op(xi, xp, chain[i], kernels[i], index, fresh,
-                                               kernel_size=ks, stride=stride, **kw).numpy()
-        new_chain.append(out)
-        xi, xp = out, chain[i]
-      for i, (got, want) in enumerate(zip(state, new_chain)):
-        self.assertTrue(np.array_equal(got, want, equal_nan=True), f"step {step} layer {i}")
-      chain = new_chain
+      logits, state = _step(net, x, x_prev, state, index, fresh)
+      # Each layer against the full convolution of its input (the op's own
+      # output of the layer below), summed over its nonzero values.
+      for i, acc in enumerate(state):
+        ks, stride, _ = net.layers[i]
+        wf = tf.cast(net.kernels[i], tf.float32).numpy()
+        want = (full_sparse(x, wf, index, ks, stride) if i == 0 else
+                full_sparse(state[i - 1], wf, index, ks, stride, bias=net.biases[i - 1],
+                            relu=True))
+        assert_like(self, acc, want, 1e-3, f"step {step} layer {i}")
       if step == 1:
         self.assertFalse(np.isfinite(logits).all(axis=1)[[1, 4, 5]].any())
-        self.assertTrue(np.isfinite(logits.numpy()[[0, 2, 3, 6]]).all())
+        self.assertTrue(np.isfinite(logits[[0, 2, 3, 6]]).all())
       if step >= 2:
         self.assertTrue(np.isfinite(logits).all(), f"step {step}: poisoned accumulator")
-        full, _ = delta.population_delta_net_op(x, x, state, kernels, biases, index,
-                                                np.ones(b, bool), **geometry)
+        full, _ = _step(net, x, x, state, index, np.ones(b, bool))
         self.assertAllClose(logits, full, rtol=1e-4, atol=1e-3)
       x_prev, fresh = x, np.zeros(b, bool)
 

@@ -20,8 +20,15 @@ for small b (see benchmarks/layers.py); `fft` is the default.
 
 Conv layers have no circulant variant: `make_conv2d` builds a plain
 `Conv2D` for kind `circulant` (documented fallback).
+
+`kernel_index` is the layout of the kernel in the vectors, shared by
+`BlockCirculantDense.to_dense` and the population networks of
+neuroevolution, which expand many genomes' vectors at once in NumPy.
 """
 
+import functools
+
+import numpy as np
 import tensorflow as tf
 
 from tfrl.layers import base
@@ -29,6 +36,28 @@ from tfrl.layers import dense
 
 
 METHODS = ("fft", "matmul")
+
+
+@functools.lru_cache(maxsize=64)
+def kernel_index(input_size: int, units: int, block_size: int) -> np.ndarray:
+  """Where each kernel entry sits in the flattened vectors.
+
+  The vectors are [Q, P, b] (Q = ceil(units / b) output blocks, P =
+  ceil(input_size / b) input blocks); block (q, p) of the [units, input_size]
+  matrix C (y = C x) is the circulant C[r, c] = vectors[q, p, (r - c) mod b].
+  Returns the read-only [input_size, units] array of positions in
+  vectors.reshape(-1) such that kernel = vectors.reshape(-1)[kernel_index(...)]
+  is the layer's kernel, C transposed.
+  """
+  b = block_size
+  in_blocks = -(-input_size // b)
+  i = np.arange(input_size)[:, None]
+  o = np.arange(units)[None, :]
+  p, c = i // b, i % b
+  q, r = o // b, o % b
+  index = (q * in_blocks + p) * b + (r - c) % b
+  index.flags.writeable = False
+  return index
 
 
 class BlockCirculantDense(base.Layer):
@@ -99,13 +128,10 @@ class BlockCirculantDense(base.Layer):
 
   def to_dense(self) -> tf.Tensor:
     """The equivalent [in, out] kernel (so that x @ to_dense() + bias == layer(x))."""
-    b = self.block_size
-    r = tf.range(b)
-    idx = (r[:, None] - r[None, :]) % b                      # [b(row r), b(col c)]
-    blocks = tf.gather(self.vectors, idx, axis=2)            # [Q, P, b, b]
-    full = tf.reshape(tf.transpose(blocks, [0, 2, 1, 3]),
-                      [self.out_blocks * b, self.in_blocks * b])
-    return tf.transpose(full)[:self.input_size, :self.units]
+    index = kernel_index(self.input_size, self.units, self.block_size)
+    # Gathered as C, row by row: each vector entry's gradient then sums its
+    # terms in (r, c) order, as a gather of the vectors' last axis does.
+    return tf.transpose(tf.gather(tf.reshape(self.vectors, [-1]), index.T))
 
   def kernel_stats(self):
     n = self.input_size * self.units

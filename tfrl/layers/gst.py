@@ -39,6 +39,12 @@ from tfrl.layers import pruned
 from tfrl.layers import spec as spec_lib
 
 
+def chooses_circulant(spec: spec_lib.LayerSpec, fan_in: int, units: int) -> bool:
+  """The GST plan rule: a layer is block-circulant when its fan-in and fan-out
+  are both >= spec.gst_min_dim, else pruned (reward-aware)."""
+  return min(fan_in, units) >= spec.gst_min_dim
+
+
 class GSTDense(base.Layer):
   """Dense layer that picks circulant or reward-aware pruned at build time.
 
@@ -62,7 +68,7 @@ class GSTDense(base.Layer):
 
   def _build(self, input_shape):
     fan_in = int(input_shape[-1])
-    if min(fan_in, self.units) >= self.spec.gst_min_dim:
+    if chooses_circulant(self.spec, fan_in, self.units):
       self.inner = circulant.BlockCirculantDense(
           self.units, self.spec.block_size, method=self.spec.circulant_method, name="circulant",
           **self._inner_kwargs)

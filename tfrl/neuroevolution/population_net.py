@@ -41,6 +41,8 @@ import numpy as np
 import tensorflow as tf
 
 from tfrl import networks
+from tfrl.layers import circulant
+from tfrl.layers import gst
 from tfrl.layers import spec as spec_lib
 from tfrl.ops import population as pop_ops
 from tfrl.ops import population_delta as delta_ops
@@ -132,21 +134,15 @@ class LayerLayout:
       kernel = np.zeros((count, self.k * self.n), np.float32)
       kernel[:, self.kept] = compact
       kernel = kernel.reshape(count, self.k, self.n)
-    else:  # circulant: vectors [Q, Pb, b], block (q, p)[r, c] = w[(r - c) % b].
-      b = self.block_size
-      q, p = -(-self.n // b), -(-self.k // b)
-      vec = compact.reshape(count, q, p, b)
-      r = np.arange(b)
-      blocks = vec[..., (r[:, None] - r[None, :]) % b]       # [n, Q, Pb, b, b]
-      full = blocks.transpose(0, 1, 3, 2, 4).reshape(count, q * b, p * b)
-      kernel = np.ascontiguousarray(full.transpose(0, 2, 1)[:, :self.k, :self.n])
+    else:  # circulant: the vectors' layout is tfrl.layers.circulant's.
+      kernel = np.take(compact, circulant.kernel_index(self.k, self.n, self.block_size), axis=1)
     return kernel.astype(np.float32, copy=False), np.ascontiguousarray(bias)
 
 
 def _layer_kind(spec: spec_lib.LayerSpec, k: int, n: int, conv: bool) -> str:
   kind = spec.kind
-  if kind == "gst":
-    kind = "circulant" if min(k, n) >= spec.gst_min_dim else "pruned"
+  if kind == "gst":  # the rule of tfrl.layers.gst
+    kind = "circulant" if gst.chooses_circulant(spec, k, n) else "pruned"
   if kind == "circulant" and conv:
     kind = "dense"  # documented fallback, as in tfrl.layers.
   return kind

@@ -4,22 +4,21 @@
 `active[b]`, `y[b] = x[b] @ w[index[b]]`, and zeros for the other rows, which
 cost nothing (Uber AI's accelerated neuroevolution, Such et al. 2018). Rows
 that share a network are computed as one GEMM by the compiled kernel
-(`custom_ops/cc/kernels/population_kernels.cc`, its GEMM in
+(`custom_ops/population/cc/kernels/population_kernels.cc`, its GEMM in
 `population_gemm.cc`).
-
-`population_matmul_reference` is the same computation in plain TensorFlow
-(`tf.gather` + `tf.matmul` on the active rows); it is the fallback when the
-compiled library is absent and the yardstick of the tests and benchmarks.
 
 `population_conv2d(x, w, index, active, kernel_size, stride)` is the VALID
 convolution of each row with its own network's kernel: the op reads the image
-patches in place (no im2col buffer); its reference is
-`tf.image.extract_patches` (im2col, K ordered (kh, kw, C)) followed by the
-matmul reference. With `input_dtype="bfloat16"` (bfloat16 kernels only) the
-input is rounded to bfloat16 first and the products accumulate in float32; on
-CPUs with AMX-BF16 the op runs this in AMX tiles (the environment variable
-TFRL_POPULATION_NO_AMX forces its portable path); the reference casts the
-input to bfloat16 and back.
+patches in place (no im2col buffer). With `input_dtype="bfloat16"` (bfloat16
+kernels only) the input is rounded to bfloat16 first and the products
+accumulate in float32, through the float32 GEMM; a library built with
+TFRL_BUILD_AMX=1 runs this in AMX tiles on CPUs with AMX-BF16 (the
+environment variable TFRL_POPULATION_NO_AMX then forces the other path).
+
+`tfrl.ops.reference` computes both in plain TensorFlow (`tf.gather` +
+`tf.matmul` on the active rows; im2col with `tf.image.extract_patches`): the
+fallback when the compiled library is absent (`use_op=False`), and the
+yardstick of the tests, the fuzzer and the benchmarks.
 
 Every kernel is compiled three times, for AVX-512 (F, DQ, BW), AVX2 + FMA and
 the baseline ('sse' on x86-64), and each process runs one build: the widest
@@ -44,6 +43,7 @@ from typing import Optional
 import tensorflow as tf
 
 from tfrl import ops as _ops
+from tfrl.ops import reference
 
 FAMILY = "population"
 
@@ -72,12 +72,14 @@ def kernel_info() -> dict:
   the paths 'sse', 'avx2', 'avx512' and 'amx'; 'gemm_calls', {strategy:
   GEMM calls so far} (a GEMM call is one network's rows of one layer), for
   the grouped GEMM's 'streamed' (1-2 rows, wide B), 'k_chunked' (3-8 rows,
-  wide B) and 'tiles' (the rest).
+  wide B) and 'tiles' (the rest); 'options', the optional parts built into
+  the library, off by default: 'amx' (TFRL_BUILD_AMX=1) and 'delta_conv2d'
+  (TFRL_BUILD_DELTA_CONV2D=1).
 
   Raises InvalidArgumentError when TFRL_POPULATION_ISA names an unknown build
   or one this CPU cannot run (the ops refuse to run then too).
   """
-  isa, cpu, amx, names, calls = load_library().population_kernel_info()
+  isa, cpu, amx, names, calls, options = load_library().population_kernel_info()
   counts = {n.decode(): int(c) for n, c in zip(names.numpy(), calls.numpy())}
   return {
       "isa": isa.numpy().decode(),
@@ -85,6 +87,7 @@ def kernel_info() -> dict:
       "amx": bool(amx.numpy()),
       "calls": {n: c for n, c in counts.items() if not n.startswith("gemm_")},
       "gemm_calls": {n[len("gemm_"):]: c for n, c in counts.items() if n.startswith("gemm_")},
+      "options": tuple(o.decode() for o in options.numpy()),
   }
 
 
@@ -93,8 +96,9 @@ def active_isa() -> str:
   return kernel_info()["isa"]
 
 
-WEIGHT_DTYPES = (tf.float32, tf.bfloat16)
-CONV_INPUT_DTYPES = ("float32", "bfloat16")
+WEIGHT_DTYPES = reference.WEIGHT_DTYPES
+CONV_INPUT_DTYPES = reference.CONV_INPUT_DTYPES
+round_to_bfloat16 = reference.round_to_bfloat16
 
 
 def _prepare(x, w, index, active):
@@ -114,13 +118,6 @@ def _epilogue(bias, relu: bool):
   if bias is None:
     return ("relu" if relu else "none"), tf.zeros([0, 0])
   return ("bias_relu" if relu else "bias"), tf.convert_to_tensor(bias, tf.float32)
-
-
-def _epilogue_reference(y, bias, nets, relu: bool):
-  """The epilogue on the active rows' results y [R, M, N] of networks `nets`."""
-  if bias is not None:
-    y = y + tf.gather(tf.convert_to_tensor(bias, tf.float32), nets)[:, None, :]
-  return tf.nn.relu(y) if relu else y
 
 
 def population_matmul_op(x, w, index, active=None, *, bias=None,
@@ -145,29 +142,6 @@ def population_matmul_op(x, w, index, active=None, *, bias=None,
                                           bias=bias, epilogue=epilogue)
 
 
-def population_matmul_reference(x, w, index, active=None, *, bias=None,
-                                relu: bool = False) -> tf.Tensor:
-  """The same computation with tf.gather + tf.matmul on the active rows only."""
-  x, w, index, active = _prepare(x, w, index, active)
-  tf.debugging.assert_rank(x, 3, message="x must be [B, M, K]")
-  tf.debugging.assert_rank(w, 3, message="w must be [P, K, N]")
-  rows = tf.cast(tf.where(active)[:, 0], tf.int32)
-  nets = tf.gather(index, rows)
-  tf.debugging.assert_less(nets, tf.shape(w)[0], message="index out of range [0, P)")
-  tf.debugging.assert_non_negative(nets, message="index out of range [0, P)")
-  y = tf.matmul(tf.gather(x, rows), tf.cast(tf.gather(w, nets), tf.float32))
-  y = _epilogue_reference(y, bias, nets, relu)
-  shape = tf.stack([tf.shape(x)[0], tf.shape(x)[1], tf.shape(w)[2]])
-  return tf.scatter_nd(rows[:, None], y, shape)
-
-
-def population_matmul_dense_reference(x, w, index, active=None) -> tf.Tensor:
-  """The naive reference: gather every row's weights, batched matmul, mask."""
-  x, w, index, active = _prepare(x, w, index, active)
-  y = tf.matmul(x, tf.cast(tf.gather(w, index), tf.float32))
-  return tf.where(active[:, None, None], y, tf.zeros_like(y))
-
-
 def population_matmul(x, w, index, active=None, *, bias=None, relu: bool = False,
                       use_op: Optional[bool] = None) -> tf.Tensor:
   """Masked heterogeneous batched matmul (compiled op, or the reference).
@@ -179,20 +153,13 @@ def population_matmul(x, w, index, active=None, *, bias=None, relu: bool = False
     active: [B] bool rows to compute (None: all); inactive rows give zeros.
     bias, relu: the epilogue on active rows (see `population_matmul_op`).
     use_op: True forces the compiled op (ImportError if missing), False the
-      pure-TF reference; None uses the op when it is built.
+      pure-TF reference (`tfrl.ops.reference`); None uses the op when it is
+      built.
   """
   if use_op is None:
     use_op = have_op()
-  fn = population_matmul_op if use_op else population_matmul_reference
+  fn = population_matmul_op if use_op else reference.population_matmul
   return fn(x, w, index, active, bias=bias, relu=relu)
-
-
-def _check_input_dtype(input_dtype: str, w: tf.Tensor) -> None:
-  if input_dtype not in CONV_INPUT_DTYPES:
-    raise ValueError(f"input_dtype must be one of {CONV_INPUT_DTYPES}, got {input_dtype!r}.")
-  if input_dtype == "bfloat16" and w.dtype != tf.bfloat16:
-    raise ValueError("input_dtype='bfloat16' needs bfloat16 kernels, got kernels of "
-                     f"dtype {w.dtype.name}.")
 
 
 def _conv_input(x):
@@ -225,46 +192,12 @@ def population_conv2d_op(x, w, index, active=None, *, kernel_size: int,
   """
   x = _conv_input(x)
   _, w, index, active = _prepare(tf.zeros([0, 0, 0]), w, index, active)
-  _check_input_dtype(input_dtype, w)
+  reference.check_input_dtype(input_dtype, w)
   epilogue, bias = _epilogue(bias, relu)
   return load_library().population_conv2d(x=x, w=w, index=index, active=active,
                                           bias=bias, kernel_size=kernel_size, stride=stride,
                                           input_dtype=input_dtype,
                                           input_scale=float(input_scale), epilogue=epilogue)
-
-
-def im2col(x, kernel_size: int, stride: int) -> tf.Tensor:
-  """[B, H, W, C] -> [B, OH * OW, kernel_size^2 * C] VALID patches."""
-  x = tf.convert_to_tensor(x, tf.float32)
-  patches = tf.image.extract_patches(x, [1, kernel_size, kernel_size, 1],
-                                     [1, stride, stride, 1], [1, 1, 1, 1], "VALID")
-  shape = tf.shape(patches)
-  return tf.reshape(patches, [shape[0], shape[1] * shape[2], shape[3]]), shape
-
-
-def round_to_bfloat16(x) -> tf.Tensor:
-  """float32 values rounded to bfloat16 (nearest, ties to even), as float32."""
-  return tf.cast(tf.cast(x, tf.bfloat16), tf.float32)
-
-
-def population_conv2d_reference(x, w, index, active=None, *, kernel_size: int,
-                                stride: int, input_dtype: str = "float32",
-                                input_scale: float = 1.0, bias=None,
-                                relu: bool = False) -> tf.Tensor:
-  """im2col with tf.image.extract_patches, then the matmul reference.
-
-  x is cast to float32 and scaled by input_scale (if not 1) first; with
-  input_dtype `bfloat16` then cast to bfloat16 and back.
-  """
-  x = tf.cast(tf.convert_to_tensor(x), tf.float32)
-  if input_scale != 1.0:
-    x = x * input_scale
-  _check_input_dtype(input_dtype, tf.convert_to_tensor(w))
-  if input_dtype == "bfloat16":
-    x = round_to_bfloat16(x)
-  patches, shape = im2col(x, kernel_size, stride)
-  y = population_matmul_reference(patches, w, index, active, bias=bias, relu=relu)
-  return tf.reshape(y, [shape[0], shape[1], shape[2], tf.shape(y)[2]])
 
 
 def population_conv2d(x, w, index, active=None, *, kernel_size: int, stride: int,
@@ -274,6 +207,6 @@ def population_conv2d(x, w, index, active=None, *, kernel_size: int, stride: int
   """Masked heterogeneous VALID convolution (compiled op, or the reference)."""
   if use_op is None:
     use_op = have_op()
-  fn = population_conv2d_op if use_op else population_conv2d_reference
+  fn = population_conv2d_op if use_op else reference.population_conv2d
   return fn(x, w, index, active, kernel_size=kernel_size, stride=stride,
             input_dtype=input_dtype, input_scale=input_scale, bias=bias, relu=relu)

@@ -1,26 +1,30 @@
-"""Incremental (delta) inference of population layers, step after step.
+"""Incremental (delta) inference of population networks, step after step.
 
-`population_delta_conv2d(x, x_prev, acc_prev, w, index, fresh, ...)` returns
-`acc`, each row's VALID convolution (no bias) of f(x) with its own network's
-kernel, where f(v) = v * input_scale + input_bias[index] (then ReLU if
-`input_relu`). A row that is not `fresh` gets it as
-`acc_prev + conv(f(x) - f(x_prev))`, which costs only the input values that
-changed since the last step: consecutive Atari frames differ in well under 1%
-of their values, so a network played step by step mostly costs nothing
-(`custom_ops/cc/kernels/population_delta.cc`). A dense layer is the same op
-with `kernel_size` equal to the spatial size of its input.
+`population_delta_net_op(obs, obs_prev, acc_prev, kernels, biases, index,
+fresh, ...)` runs one step of a whole population network (convolutions, then
+dense layers, each layer's input the one below through its bias and ReLU) in
+one compiled op, `PopulationDeltaNet`
+(`custom_ops/population/cc/kernels/population_delta_net.cc`). It returns the
+logits and each layer's output before its bias (`acc`). A row that is not
+`fresh` gets them as `acc_prev` plus what the change of its observation since
+`obs_prev` changes, which costs only the input values that changed:
+consecutive Atari frames differ in well under 1% of their values, so a
+network played step by step mostly costs nothing. A dense layer is a
+convolution whose kernel covers its whole input.
 
-The result equals the full convolution up to float rounding, which
-accumulates from step to step: mark a row fresh when its network or episode
-changes, and now and then (e.g. every 100 steps) to bound the drift. NaN and
-inf propagate as in the full convolution: an output whose updated value is
-not finite (an inf or NaN entered or left its window, or a sum overflowed) is
-recomputed from its whole window, so `inf - inf` in the accumulator never
-poisons the steps after the non-finite value has gone.
+The result equals the full forward up to float rounding, which accumulates
+from step to step: mark a row fresh when its network or episode changes, and
+now and then (e.g. every 100 steps) to bound the drift. NaN and inf propagate
+as in the full forward: an output whose updated value is not finite (an inf
+or NaN entered or left its window, or a sum overflowed) is recomputed from
+its whole window, so `inf - inf` in the accumulator never poisons the steps
+after the non-finite value has gone.
 
-`population_delta_conv2d_reference` computes the full convolution of f(x) in
-plain TensorFlow (x_prev, acc_prev and fresh do not matter to it); it is the
-fallback when the compiled library is absent and the tests' yardstick.
+`population_delta_conv2d(x, x_prev, acc_prev, w, index, fresh, ...)` is one
+such layer on its own: `tfrl.ops.reference.population_delta_conv2d` (the
+full convolution of the layer's input f(x)), or, in a library built with
+TFRL_BUILD_DELTA_CONV2D=1, the per-layer op `PopulationDeltaConv2D`, which
+the whole-network op equals bit for bit when chained.
 """
 
 from typing import List, Optional, Sequence, Tuple
@@ -28,6 +32,12 @@ from typing import List, Optional, Sequence, Tuple
 import tensorflow as tf
 
 from tfrl.ops import population as pop_ops
+from tfrl.ops import reference
+
+
+def have_delta_conv2d_op() -> bool:
+  """Whether the op library is built with the per-layer op (TFRL_BUILD_DELTA_CONV2D=1)."""
+  return pop_ops.have_op() and hasattr(pop_ops.load_library(), "population_delta_conv2d")
 
 
 def _input_bias(input_bias):
@@ -53,7 +63,8 @@ def population_delta_conv2d_op(x, x_prev, acc_prev, w, index, fresh, *,
                                kernel_size: int, stride: int = 1,
                                input_scale: float = 1.0, input_bias=None,
                                input_relu: bool = False) -> tf.Tensor:
-  """The compiled op (raises ImportError if the library is not built).
+  """The per-layer compiled op (ImportError if the library is not built, an
+  AttributeError naming the build option if it is built without it).
 
   Args:
     x: [B, H, W, C] float32 or uint8, this step's input.
@@ -69,8 +80,12 @@ def population_delta_conv2d_op(x, x_prev, acc_prev, w, index, fresh, *,
   Returns:
     acc [B, OH, OW, N] float32.
   """
+  lib = pop_ops.load_library()
+  if not hasattr(lib, "population_delta_conv2d"):
+    raise AttributeError("this op library is built without PopulationDeltaConv2D; "
+                         "rebuild it with TFRL_BUILD_DELTA_CONV2D=1 to have it")
   x, x_prev, acc_prev, w, index, fresh = _prepare(x, x_prev, acc_prev, w, index, fresh)
-  return pop_ops.load_library().population_delta_conv2d(
+  return lib.population_delta_conv2d(
       x=x, x_prev=x_prev, acc_prev=acc_prev, w=w, index=index, fresh=fresh,
       input_bias=_input_bias(input_bias), kernel_size=kernel_size, stride=stride,
       input_scale=float(input_scale), input_relu=bool(input_relu))
@@ -82,12 +97,12 @@ def population_delta_net_op(obs, obs_prev, acc_prev: Sequence, kernels: Sequence
                             input_scale: float = 1.0) -> Tuple[tf.Tensor, List[tf.Tensor]]:
   """One incremental step of a whole network (compiled op; ImportError if missing).
 
-  The per-layer ops chained, bitwise: layer i is `population_delta_conv2d_op`
-  with kernel_sizes[i] and strides[i], its input obs (scaled by input_scale)
-  for i = 0 and else acc[i - 1] with biases[i - 1] and ReLU if relus[i - 1].
-  Each acc_prev[i] is updated in place when TensorFlow hands its buffer over,
-  the input changes of layer i + 1 are read off the outputs layer i updated,
-  and the step is one op.
+  Layer i convolves (VALID, kernel_sizes[i], strides[i]) its input: obs
+  (scaled by input_scale) for i = 0, else acc[i - 1] with biases[i - 1] and
+  ReLU if relus[i - 1]. Each acc_prev[i] is updated in place when
+  TensorFlow hands its buffer over, the input changes of layer i + 1 are read
+  off the outputs layer i updated, and the step is one op. What it computes
+  is `tfrl.ops.reference.population_delta_net`.
 
   Args:
     obs, obs_prev: [B, H, W, C] uint8 or float32 (obs_prev ignored where fresh).
@@ -116,39 +131,19 @@ def population_delta_net_op(obs, obs_prev, acc_prev: Sequence, kernels: Sequence
   return logits, list(acc)
 
 
-def layer_input(x, index, *, input_scale: float = 1.0, input_bias=None,
-                input_relu: bool = False) -> tf.Tensor:
-  """f(x) [B, H, W, C] float32: what the layer convolves (see the module doc)."""
-  index = tf.cast(tf.convert_to_tensor(index), tf.int32)
-  u = tf.cast(tf.convert_to_tensor(x), tf.float32) * input_scale
-  if input_bias is not None:
-    u = u + tf.gather(tf.convert_to_tensor(input_bias, tf.float32), index)[:, None, None, :]
-  return tf.nn.relu(u) if input_relu else u
-
-
-def population_delta_conv2d_reference(x, x_prev, acc_prev, w, index, fresh, *,
-                                      kernel_size: int, stride: int = 1,
-                                      input_scale: float = 1.0, input_bias=None,
-                                      input_relu: bool = False) -> tf.Tensor:
-  """The full convolution of f(x), with `population_conv2d_reference`."""
-  del x_prev, acc_prev, fresh  # the exact value does not depend on them.
-  u = layer_input(x, index, input_scale=input_scale, input_bias=input_bias,
-                  input_relu=input_relu)
-  return pop_ops.population_conv2d_reference(u, w, tf.cast(index, tf.int32),
-                                             kernel_size=kernel_size, stride=stride)
-
-
 def population_delta_conv2d(x, x_prev, acc_prev, w, index, fresh, *, kernel_size: int,
                             stride: int = 1, input_scale: float = 1.0, input_bias=None,
                             input_relu: bool = False,
                             use_op: Optional[bool] = None) -> tf.Tensor:
-  """One incremental step (compiled op), or the full convolution (reference).
+  """One incremental layer step (per-layer op), or its full convolution (reference).
 
-  use_op: True forces the compiled op (ImportError if missing), False the
-  pure-TF reference; None uses the op when it is built.
+  use_op: True forces the per-layer op (an error if the library lacks it),
+  False the pure-TF reference; None uses the op when the library has it.
   """
   if use_op is None:
-    use_op = pop_ops.have_op()
-  fn = population_delta_conv2d_op if use_op else population_delta_conv2d_reference
-  return fn(x, x_prev, acc_prev, w, index, fresh, kernel_size=kernel_size, stride=stride,
-            input_scale=input_scale, input_bias=input_bias, input_relu=input_relu)
+    use_op = have_delta_conv2d_op()
+  kwargs = dict(kernel_size=kernel_size, stride=stride, input_scale=input_scale,
+                input_bias=input_bias, input_relu=input_relu)
+  if use_op:
+    return population_delta_conv2d_op(x, x_prev, acc_prev, w, index, fresh, **kwargs)
+  return reference.population_delta_conv2d(x, w, index, **kwargs)

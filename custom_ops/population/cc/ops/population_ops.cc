@@ -1,13 +1,16 @@
-// Registers PopulationMatmul, PopulationConv2D, PopulationDeltaConv2D and
-// PopulationDeltaNet: the masked heterogeneous batching ops of tfrl's
-// neuroevolution (Uber AI's accelerated deep neuroevolution, Such et al.
-// 2018); and PopulationKernelInfo, which says which ISA build they run.
+// Registers PopulationMatmul, PopulationConv2D and PopulationDeltaNet: the
+// masked heterogeneous batching ops of tfrl's neuroevolution (Uber AI's
+// accelerated deep neuroevolution, Such et al. 2018); and
+// PopulationKernelInfo, which says which ISA build they run. The per-layer
+// PopulationDeltaConv2D is registered in population_delta_conv2d_ops.cc, in
+// the library only when built with TFRL_BUILD_DELTA_CONV2D=1.
 
 #include <string>
 
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
+#include "population_shape_fns.h"
 
 namespace tensorflow {
 
@@ -29,26 +32,6 @@ static Status CheckBiasShape(InferenceContext* c, ShapeHandle w) {
   DimensionHandle unused;
   TF_RETURN_IF_ERROR(c->Merge(c->Dim(bias, 0), c->Dim(w, 0), &unused));
   return c->Merge(c->Dim(bias, 1), c->Dim(w, 2), &unused);
-}
-
-// The VALID output height and width of a square kernel over x [B, H, W, C];
-// fails when a known spatial size is smaller than the kernel.
-static Status ConvOutputSize(InferenceContext* c, ShapeHandle x, int64_t ks, int64_t stride,
-                             const char* op, DimensionHandle out[2]) {
-  for (int d = 0; d < 2; ++d) {
-    DimensionHandle size = c->Dim(x, 1 + d);
-    if (c->ValueKnown(size)) {
-      const int64_t v = c->Value(size);
-      if (v < ks) {
-        return errors::InvalidArgument(op, ": spatial size ", v, " is smaller than kernel_size ",
-                                       ks);
-      }
-      out[d] = c->MakeDim((v - ks) / stride + 1);
-    } else {
-      out[d] = c->UnknownDim();
-    }
-  }
-  return OkStatus();
 }
 
 REGISTER_OP("PopulationMatmul")
@@ -152,10 +135,11 @@ With input_dtype = 'bfloat16' (bfloat16 kernels only) every input value is
 first rounded to bfloat16 (to nearest, ties to even, as tf.cast) and the
 products are accumulated in float32: the result is the float32 convolution of
 the bfloat16-rounded input with the bfloat16 kernel, up to summation order.
-On CPUs with AMX-BF16 (and the tile permission granted by the OS) this runs
-in AMX tiles (TDPBF16PS), which treat float32 and bfloat16 subnormals as zero;
-elsewhere, or with the environment variable TFRL_POPULATION_NO_AMX set, the
-rounded input goes through the float32 GEMM.
+The rounded input goes through the float32 GEMM. A library built with the
+AMX option (TFRL_BUILD_AMX=1; off by default) runs this in AMX tiles
+(TDPBF16PS) instead on CPUs with AMX-BF16 (and the tile permission granted by
+the OS), unless the environment variable TFRL_POPULATION_NO_AMX is set; the
+tiles treat float32 and bfloat16 subnormals as zero.
 
 The op has no gradient: neuroevolution is gradient-free.
 
@@ -175,89 +159,6 @@ input_scale: every input value is multiplied by it (before any bfloat16
   rounding).
 epilogue: 'none', 'bias', 'relu' or 'bias_relu', as in PopulationMatmul.
 y: [B, (H - kernel_size) / stride + 1, (W - kernel_size) / stride + 1, N].
-)doc");
-
-REGISTER_OP("PopulationDeltaConv2D")
-    .Input("x: TX")
-    .Input("x_prev: TX")
-    .Input("acc_prev: float")
-    .Input("w: T")
-    .Input("index: int32")
-    .Input("fresh: bool")
-    .Input("input_bias: float")
-    .Output("acc: float")
-    .Attr("T: {float, bfloat16} = DT_FLOAT")
-    .Attr("TX: {float, uint8} = DT_FLOAT")
-    .Attr("kernel_size: int >= 1")
-    .Attr("stride: int >= 1")
-    .Attr("input_scale: float = 1.0")
-    .Attr("input_relu: bool = false")
-    .SetShapeFn([](InferenceContext* c) {
-      ShapeHandle x, x_prev, w, index, fresh;
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &x));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 4, &x_prev));
-      TF_RETURN_IF_ERROR(c->Merge(x, x_prev, &x));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 3, &w));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(4), 1, &index));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(5), 1, &fresh));
-      int64_t ks, stride;
-      TF_RETURN_IF_ERROR(c->GetAttr("kernel_size", &ks));
-      TF_RETURN_IF_ERROR(c->GetAttr("stride", &stride));
-      DimensionHandle batch = c->Dim(x, 0);
-      TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(index, 0), &batch));
-      TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(fresh, 0), &batch));
-      DimensionHandle k;
-      TF_RETURN_IF_ERROR(c->Multiply(c->Dim(x, 3), ks * ks, &k));
-      TF_RETURN_IF_ERROR(c->Merge(k, c->Dim(w, 1), &k));
-      DimensionHandle out[2];
-      TF_RETURN_IF_ERROR(ConvOutputSize(c, x, ks, stride, "PopulationDeltaConv2D", out));
-      ShapeHandle acc = c->MakeShape({batch, out[0], out[1], c->Dim(w, 2)});
-      ShapeHandle acc_prev;
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 4, &acc_prev));
-      TF_RETURN_IF_ERROR(c->Merge(acc, acc_prev, &acc));
-      c->set_output(0, acc);
-      return OkStatus();
-    })
-    .Doc(R"doc(
-One step of incremental (delta) inference of a population convolution.
-
-For every row b: acc[b] is the VALID convolution (no bias) of u[b] with the
-kernel of network index[b], where u = f(x), f(v) = v * input_scale +
-input_bias[index[b], channel], then max(., 0) if input_relu. Rows with
-fresh[b] compute it in full. The other rows compute it as
-acc_prev[b] + conv(f(x[b]) - f(x_prev[b])): only the input elements that
-changed since the previous step cost arithmetic (in Atari frames well under
-1%, and a few percent of a convolution's outputs), which equals the full
-convolution up to float rounding when acc_prev[b] is the convolution of
-f(x_prev[b]). The rounding differences accumulate step by step, so callers
-mark a row fresh now and then (and whenever its network or episode changes).
-An output whose updated value is not finite (an input value in its window
-became or stopped being inf or NaN, or a sum overflowed) is recomputed from
-its whole window instead, so a non-finite input value reaches only the steps
-whose input holds it, as in the full convolution (inf - inf in the
-accumulator does not poison the steps after).
-
-A dense layer is the same op with kernel_size equal to the spatial size of x
-(x [B, 1, 1, K] and kernel_size 1 for a flat input), K ordered (h, w, C) as a
-flattened feature map.
-
-The op has no gradient: neuroevolution is gradient-free.
-
-x: [B, H, W, C] float32 or uint8, this step's input (e.g. frames, or the
-  previous layer's acc with its bias and relu given by input_bias and
-  input_relu).
-x_prev: the same for the previous step (ignored where fresh).
-acc_prev: [B, (H - kernel_size) / stride + 1, (W - kernel_size) / stride + 1,
-  N] float32, this op's output at the previous step (ignored where fresh).
-w: [P, kernel_size * kernel_size * C, N] float32 or bfloat16 (widened
-  exactly, float32 arithmetic).
-index: [B] int32 network of each row, in [0, P).
-fresh: [B] bool rows to compute in full.
-input_bias: [P, C] float32 added to the input values of each row's network,
-  or shape [0, 0] for none (any other shape is refused).
-input_scale: every input value is multiplied by it before the bias.
-input_relu: whether f ends with max(., 0).
-acc: the output, shaped as acc_prev.
 )doc");
 
 REGISTER_OP("PopulationDeltaNet")
@@ -304,20 +205,26 @@ REGISTER_OP("PopulationDeltaNet")
       return OkStatus();
     })
     .Doc(R"doc(
-One step of incremental inference of a whole population network: the
-PopulationDeltaConv2D ops of its L layers chained, in one op.
+One step of incremental inference of a whole population network: its L
+layers' incremental convolutions chained, in one op.
 
 Layer i convolves (VALID, kernel_sizes[i], strides[i]) its input with
 w[i][index[b]] into acc[i]; layer 0's input is obs * input_scale, layer i's
 (i >= 1) is acc[i - 1] + bias[i - 1][index[b]], then max(., 0) if
 relus[i - 1]. logits = acc[L - 1] + bias[L - 1][index[b]]. Rows that are
-not fresh update acc_prev by the change of obs since obs_prev; the results
-are bitwise those of the chained per-layer ops (NaN payloads aside; an
-output whose updated value is not finite is recomputed from its window, as
-there). Unlike the chain, each
-acc_prev[i] is updated in place when TensorFlow lets the op reuse its
-buffer, a layer's input changes are read off the outputs the layer below
-updated instead of found by a scan, and a step is one op.
+fresh compute every layer in full; the other rows update acc_prev by the
+change of obs since obs_prev: only the input values that changed cost
+arithmetic, and the sums run over the nonzero input values (a zero input
+adds nothing, even times an inf or NaN weight). The result equals the full
+computation up to float rounding, which accumulates step by step, so callers
+mark a row fresh now and then (and whenever its network or episode changes).
+An output whose updated value is not finite is recomputed from its whole
+window, so a non-finite input value reaches only the steps whose input holds
+it. Each acc_prev[i] is updated in place when TensorFlow lets the op reuse
+its buffer, and a layer's input changes are read off the outputs the layer
+below updated. The results are bitwise those of the per-layer
+PopulationDeltaConv2D ops chained (NaN payloads aside), which a library
+built with TFRL_BUILD_DELTA_CONV2D=1 has.
 
 obs, obs_prev: [B, H, W, C] float32 or uint8 (obs_prev ignored where fresh).
 acc_prev: L tensors [B, OH_i, OW_i, N_i] float32, acc at the previous step.
@@ -336,13 +243,15 @@ REGISTER_OP("PopulationKernelInfo")
     .Output("amx: bool")
     .Output("path_names: string")
     .Output("path_calls: int64")
+    .Output("options: string")
     .SetIsStateful()
     .SetShapeFn([](InferenceContext* c) {
       c->set_output(0, c->Scalar());
       c->set_output(1, c->Vector(c->UnknownDim()));
       c->set_output(2, c->Scalar());
-      c->set_output(3, c->Vector(4));
-      c->set_output(4, c->Vector(4));
+      c->set_output(3, c->Vector(c->UnknownDim()));
+      c->set_output(4, c->Vector(c->UnknownDim()));
+      c->set_output(5, c->Vector(c->UnknownDim()));
       return OkStatus();
     })
     .Doc(R"doc(
@@ -358,11 +267,16 @@ InvalidArgument instead of running another build.
 
 isa: the build chosen for this process.
 cpu_isas: the builds this CPU runs, widest first.
-amx: whether the bfloat16-input convolution runs in AMX tiles (the CPU and OS
-  allow them, TFRL_POPULATION_NO_AMX is unset and the AVX-512 build is
-  chosen).
-path_names: ['sse' or 'portable', 'avx2', 'avx512', 'amx'].
-path_calls: how many op calls computed on each path so far in this process.
+amx: whether the bfloat16-input convolution runs in AMX tiles (the library
+  is built with the AMX option, the CPU and OS allow the tiles,
+  TFRL_POPULATION_NO_AMX is unset and the AVX-512 build is chosen).
+path_names: ['sse' or 'portable', 'avx2', 'avx512', 'amx', 'gemm_streamed',
+  'gemm_k_chunked', 'gemm_tiles'].
+path_calls: how many op calls computed on each path so far in this process
+  (for the GEMM strategies: GEMM calls, one per network's rows of a layer or
+  a chunk of them).
+options: the optional parts compiled into the library, off by default:
+  'amx' (TFRL_BUILD_AMX=1), 'delta_conv2d' (TFRL_BUILD_DELTA_CONV2D=1).
 )doc");
 
 }  // namespace tensorflow

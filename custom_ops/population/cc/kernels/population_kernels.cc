@@ -15,10 +15,10 @@
 // per step is what bounds them on a CPU).
 //
 // PopulationConv2D with input_dtype = "bfloat16" (bfloat16 kernels only) also
-// rounds its input to bfloat16 and accumulates in float32: on CPUs with
-// AMX-BF16 in tiles (population_amx.{h,cc}), elsewhere (or with
-// TFRL_POPULATION_NO_AMX set) by rounding the active rows' images into a
-// scratch copy that the float32 GEMM then reads.
+// rounds its input to bfloat16 and accumulates in float32: by rounding the
+// active rows' images into a scratch copy that the float32 GEMM then reads;
+// in a build with the AMX option (TFRL_BUILD_AMX=1, off by default) on CPUs
+// with AMX-BF16, in AMX tiles instead (population_amx.{h,cc}).
 
 #pragma GCC optimize("fp-contract=fast")
 
@@ -33,18 +33,19 @@
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/platform/threadpool.h"
-#include "population_amx.h"
 #include "population_gemm.h"
 #include "population_isa.h"
 #include "population_rows.h"
 #include "population_simd.h"
+#if TFRL_POPULATION_AMX
+#include "population_amx.h"
+#endif
 
 namespace tensorflow {
 namespace {
 
 using tfrl::population::AmxActive;
-using tfrl::population::AmxConv;
-using tfrl::population::AmxTileScope;
+using tfrl::population::ApplyEpilogue;
 using tfrl::population::BucketRows;
 using tfrl::population::Buckets;
 using tfrl::population::CheckConvAttrs;
@@ -52,8 +53,8 @@ using tfrl::population::CheckConvInput;
 using tfrl::population::CheckConvKernel;
 using tfrl::population::CheckIndexAndActive;
 using tfrl::population::CheckRank;
-using tfrl::population::ConvGeometry;
 using tfrl::population::CountCall;
+using tfrl::population::Epilogue;
 using tfrl::population::GemmArgs;
 using tfrl::population::GemmFn;
 using tfrl::population::GemmPath;
@@ -65,15 +66,10 @@ using tfrl::population::Path;
 using tfrl::population::PickGemm;
 using tfrl::population::Storage;
 using tfrl::population::WeightData;
-
-// What follows a row's matmul (the ops' `epilogue` attr): y += bias[p], then
-// y = max(y, 0), on rows still in cache, instead of two more ops (and two
-// more passes over the batch) in the graph.
-struct Epilogue {
-  const float* bias = nullptr;  // [P, N], or null: no bias
-  bool relu = false;
-  bool Any() const { return bias != nullptr || relu; }
-};
+#if TFRL_POPULATION_AMX
+using tfrl::population::ConvGeometry;
+using tfrl::population::RunAmxConv;
+#endif
 
 Status ParseEpilogue(OpKernelConstruction* ctx, bool* add_bias, bool* relu) {
   std::string epilogue;
@@ -98,18 +94,6 @@ Status MakeEpilogue(OpKernelContext* ctx, bool add_bias, bool relu, int64_t pop,
                                    bias.shape().DebugString());
   out->bias = bias.flat<float>().data();
   return OkStatus();
-}
-
-// Applies `ep` to `rows` rows of N floats of network p.
-void ApplyEpilogue(const Epilogue& ep, int64_t p, int64_t n, float* const* c, int64_t rows) {
-  const float* bias = ep.bias != nullptr ? ep.bias + p * n : nullptr;
-  for (int64_t r = 0; r < rows; ++r) {
-    float* y = c[r];
-    if (bias != nullptr)
-      for (int64_t j = 0; j < n; ++j) y[j] += bias[j];
-    if (ep.relu)  // NaN < 0 is false: NaN stays NaN, as tf.nn.relu.
-      for (int64_t j = 0; j < n; ++j) y[j] = y[j] < 0.f ? 0.f : y[j];
-  }
 }
 
 // Validates the active rows' network indices, buckets them by network and
@@ -261,71 +245,6 @@ inline float RoundToBfloat16(float v) {
   return v;
 }
 
-// Output positions per AMX work item (four 16-row tiles).
-constexpr int64_t kAmxPositions = 64;
-
-// The AMX path: work units are runs of (image, 64 output positions) items of
-// one network's bucket; a unit packs its network's kernel once and computes
-// its items in tiles. Inactive rows of y are zeroed.
-void RunAmxConv(OpKernelContext* ctx, const ConvGeometry& g,
-                const Tensor& index, const Tensor& active, int64_t pop, const uint16_t* w,
-                const float* x, float* y, const Epilogue& epilogue) {
-  const int64_t batch = index.dim_size(0);
-  const auto act = active.flat<bool>();
-  Buckets buckets;
-  OP_REQUIRES_OK(ctx, BucketRows(index, active, pop, &buckets));
-  const int64_t image_size = g.h * g.w * g.c, out_size = g.m * g.n;
-  for (int64_t b = 0; b < batch; ++b)
-    if (!act(b)) std::memset(y + b * out_size, 0, sizeof(float) * out_size);
-  const int64_t num_active = static_cast<int64_t>(buckets.order.size());
-  if (num_active == 0) return;
-  const int64_t items_per_image = (g.m + kAmxPositions - 1) / kAmxPositions;
-  const int num_threads = ctx->device()->tensorflow_cpu_worker_threads()->num_threads;
-  const int64_t chunk = std::max<int64_t>(
-      1, num_active * items_per_image / (8 * std::max(1, num_threads)));
-  struct Unit {
-    int64_t p, begin, end;  // items [begin, end) of bucket p, item = r * items_per_image + q
-  };
-  std::vector<Unit> units;
-  for (const Buckets::Bucket& bucket : buckets.buckets) {
-    const int64_t begin = bucket.begin * items_per_image, end = bucket.end * items_per_image;
-    for (int64_t s = begin; s < end; s += chunk)
-      units.push_back({bucket.p, s, std::min(end, s + chunk)});
-  }
-  const int64_t cost = std::max<int64_t>(1, chunk * kAmxPositions * g.k * g.n / 64);
-  const std::vector<int64_t>& order = buckets.order;
-  auto work = [&](int64_t first, int64_t last) {
-    AmxTileScope tiles;  // this thread's tiles, released at the end
-    AmxConv conv(g);
-    int64_t packed = -1;
-    for (int64_t u = first; u < last; ++u) {
-      const Unit& un = units[u];
-      if (un.p != packed) {
-        conv.PackKernel(w + un.p * g.k * g.n);
-        packed = un.p;
-      }
-      // Consecutive items of one image are one call.
-      for (int64_t item = un.begin; item < un.end;) {
-        const int64_t r = item / items_per_image;
-        const int64_t stop = std::min(un.end, (r + 1) * items_per_image);
-        const int64_t b = order[r];
-        const int64_t from = (item - r * items_per_image) * kAmxPositions;
-        const int64_t to = std::min(g.m, (stop - r * items_per_image) * kAmxPositions);
-        conv.Compute(x + b * image_size, y + b * out_size, from, to);
-        if (epilogue.Any()) {
-          for (int64_t pos = from; pos < to; ++pos) {
-            float* row = y + b * out_size + pos * g.n;
-            ApplyEpilogue(epilogue, un.p, g.n, &row, 1);
-          }
-        }
-        item = stop;
-      }
-    }
-  };
-  ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
-      static_cast<int64_t>(units.size()), cost, work);
-}
-
 // x (float32 or uint8) as float32 times `scale`, rounded to bfloat16 (held
 // as float32) if `round`: the active rows into `out`, inactive ones skipped.
 template <typename TX>
@@ -417,6 +336,7 @@ class PopulationConv2DOp : public OpKernel {
       xp = cp;
     }
     CountCall(use_amx_ && k > 0 ? Path::kAmx : static_cast<Path>(isa_));
+#if TFRL_POPULATION_AMX
     if (use_amx_ && k > 0) {
       const ConvGeometry g{h, wd, c, ks, st, ow, oh * ow, k, n};
       RunAmxConv(ctx, g, index, active, pop,
@@ -424,6 +344,7 @@ class PopulationConv2DOp : public OpKernel {
                  y->flat<float>().data(), epilogue);
       return;
     }
+#endif
     GemmArgs<TW> geo{nullptr, nullptr, 0, nullptr, k, n, ks * c, ks, wd * c};
     RunGrouped(ctx, gemm_, index, active, pop, oh * ow, geo,
                WeightData<T>(w), y->flat<float>().data(),

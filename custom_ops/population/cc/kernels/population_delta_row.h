@@ -1,6 +1,7 @@
-// Row-level machinery of incremental (delta) inference, shared by the
-// per-layer op PopulationDeltaConv2D (population_delta.cc) and the
-// whole-network op PopulationDeltaNet (population_delta_net.cc).
+// Row-level machinery of incremental (delta) inference, of the whole-network
+// op PopulationDeltaNet (population_delta_net.cc) and the per-layer op
+// PopulationDeltaConv2D (population_delta_conv2d.cc, built only with
+// TFRL_BUILD_DELTA_CONV2D=1).
 //
 // A convolution is linear in its input, so this step's output is the last
 // step's output plus the convolution of the input's change. Consecutive Atari

@@ -1,10 +1,10 @@
-// CPU kernel of PopulationDeltaConv2D (see population_ops.cc): one step of
-// incremental inference of one population convolution or dense layer (the
-// row machinery it shares with PopulationDeltaNet is in
-// population_delta_row.h). Production runs PopulationDeltaNet, which chains
-// these layers in one op with bitwise the same results; this op is what the
-// tests and benchmarks/fuzz_ops.py check PopulationDeltaNet against, and
-// what benchmarks/delta_layers.py times layer by layer.
+// CPU kernel of PopulationDeltaConv2D (population_delta_conv2d_ops.cc): one
+// step of incremental inference of one population convolution or dense layer
+// (the row machinery it shares with PopulationDeltaNet is in
+// population_delta_row.h). Built only with TFRL_BUILD_DELTA_CONV2D=1:
+// production runs PopulationDeltaNet, which chains these layers in one op
+// with bitwise the same results; benchmarks/delta_layers.py compares the two
+// on the same work.
 
 #pragma GCC optimize("fp-contract=fast")
 

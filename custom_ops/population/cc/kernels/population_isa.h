@@ -1,5 +1,5 @@
 // Which build of the population kernels runs, shared by every population op
-// (population_gemm.cc, population_delta.cc, population_delta_net.cc):
+// (population_gemm.cc, population_delta_net.cc, population_delta_conv2d.cc):
 //
 // Each kernel is compiled three times, each build with its own target
 // attribute so that the library loads on any x86-64 CPU: AVX-512 (F, DQ, BW,
@@ -13,6 +13,8 @@
 #define TFRL_CUSTOM_OPS_POPULATION_ISA_H_
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "tensorflow/core/platform/status.h"
 #include "population_simd.h"
@@ -51,9 +53,14 @@ bool CpuRunsIsa(Isa isa);
 tensorflow::Status ActiveIsa(Isa* isa);
 
 // Whether the bfloat16-input convolution runs in AMX tiles beside build
-// `isa`: only beside the AVX-512 build (the tiles' conversions are AVX-512
+// `isa`: only in a library built with the AMX option (TFRL_POPULATION_AMX),
+// only beside the AVX-512 build (the tiles' conversions are AVX-512
 // instructions), and only where AmxBf16Usable() (population_amx.h).
 bool AmxActive(Isa isa);
+
+// The optional parts compiled into this library, off by default: "amx"
+// (TFRL_BUILD_AMX=1) and "delta_conv2d" (TFRL_BUILD_DELTA_CONV2D=1).
+std::vector<std::string> BuildOptions();
 
 // Counts one op call on `path` (PopulationKernelInfo reports the counts, so
 // that tests can assert which path ran).

@@ -1,6 +1,6 @@
 """Kill anywhere, lose at most one interval: SIGKILL and --resume, many times, per algorithm.
 
-  python benchmarks/kill_resume.py --kills_per_algorithm=20 \
+  python tests/kill_resume.py --kills_per_algorithm=20 \
       --output=benchmarks/results/kill_resume_<machine>.json
 
 For each algorithm of --algorithms (GA3C, GA, ES, random search, TD3), in a

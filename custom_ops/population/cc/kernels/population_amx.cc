@@ -16,6 +16,9 @@
 #include <type_traits>
 #include <utility>
 
+#include "tensorflow/core/platform/threadpool.h"
+#include "population_rows.h"
+
 #if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__)
 #define TFRL_AMX 1
 #include <cpuid.h>
@@ -349,6 +352,71 @@ void AmxConv::PackKernel(const uint16_t*) { std::abort(); }
 void AmxConv::Compute(const float*, float*, int64_t, int64_t) { std::abort(); }
 
 #endif  // TFRL_AMX
+
+// Output positions per AMX work item (four 16-row tiles).
+constexpr int64_t kAmxPositions = 64;
+
+// The AMX path: work units are runs of (image, 64 output positions) items of
+// one network's bucket; a unit packs its network's kernel once and computes
+// its items in tiles. Inactive rows of y are zeroed.
+void RunAmxConv(tensorflow::OpKernelContext* ctx, const ConvGeometry& g,
+                const tensorflow::Tensor& index, const tensorflow::Tensor& active, int64_t pop,
+                const uint16_t* w, const float* x, float* y, const Epilogue& epilogue) {
+  const int64_t batch = index.dim_size(0);
+  const auto act = active.flat<bool>();
+  Buckets buckets;
+  OP_REQUIRES_OK(ctx, BucketRows(index, active, pop, &buckets));
+  const int64_t image_size = g.h * g.w * g.c, out_size = g.m * g.n;
+  for (int64_t b = 0; b < batch; ++b)
+    if (!act(b)) std::memset(y + b * out_size, 0, sizeof(float) * out_size);
+  const int64_t num_active = static_cast<int64_t>(buckets.order.size());
+  if (num_active == 0) return;
+  const int64_t items_per_image = (g.m + kAmxPositions - 1) / kAmxPositions;
+  const int num_threads = ctx->device()->tensorflow_cpu_worker_threads()->num_threads;
+  const int64_t chunk = std::max<int64_t>(
+      1, num_active * items_per_image / (8 * std::max(1, num_threads)));
+  struct Unit {
+    int64_t p, begin, end;  // items [begin, end) of bucket p, item = r * items_per_image + q
+  };
+  std::vector<Unit> units;
+  for (const Buckets::Bucket& bucket : buckets.buckets) {
+    const int64_t begin = bucket.begin * items_per_image, end = bucket.end * items_per_image;
+    for (int64_t s = begin; s < end; s += chunk)
+      units.push_back({bucket.p, s, std::min(end, s + chunk)});
+  }
+  const int64_t cost = std::max<int64_t>(1, chunk * kAmxPositions * g.k * g.n / 64);
+  const std::vector<int64_t>& order = buckets.order;
+  auto work = [&](int64_t first, int64_t last) {
+    AmxTileScope tiles;  // this thread's tiles, released at the end
+    AmxConv conv(g);
+    int64_t packed = -1;
+    for (int64_t u = first; u < last; ++u) {
+      const Unit& un = units[u];
+      if (un.p != packed) {
+        conv.PackKernel(w + un.p * g.k * g.n);
+        packed = un.p;
+      }
+      // Consecutive items of one image are one call.
+      for (int64_t item = un.begin; item < un.end;) {
+        const int64_t r = item / items_per_image;
+        const int64_t stop = std::min(un.end, (r + 1) * items_per_image);
+        const int64_t b = order[r];
+        const int64_t from = (item - r * items_per_image) * kAmxPositions;
+        const int64_t to = std::min(g.m, (stop - r * items_per_image) * kAmxPositions);
+        conv.Compute(x + b * image_size, y + b * out_size, from, to);
+        if (epilogue.Any()) {
+          for (int64_t pos = from; pos < to; ++pos) {
+            float* row = y + b * out_size + pos * g.n;
+            ApplyEpilogue(epilogue, un.p, g.n, &row, 1);
+          }
+        }
+        item = stop;
+      }
+    }
+  };
+  ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
+      static_cast<int64_t>(units.size()), cost, work);
+}
 
 }  // namespace population
 }  // namespace tfrl

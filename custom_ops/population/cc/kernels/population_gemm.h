@@ -68,6 +68,28 @@ tensorflow::Status PickGemm(GemmFn<TW>* gemm, Isa* isa);
 extern template tensorflow::Status PickGemm<float>(GemmFn<float>*, Isa*);
 extern template tensorflow::Status PickGemm<uint16_t>(GemmFn<uint16_t>*, Isa*);
 
+// What follows a row's matmul (the ops' `epilogue` attr): y += bias[p], then
+// y = max(y, 0), on rows still in cache, instead of two more ops (and two
+// more passes over the batch) in the graph.
+struct Epilogue {
+  const float* bias = nullptr;  // [P, N], or null: no bias
+  bool relu = false;
+  bool Any() const { return bias != nullptr || relu; }
+};
+
+// Applies `ep` to `rows` rows of N floats of network p.
+inline void ApplyEpilogue(const Epilogue& ep, int64_t p, int64_t n, float* const* c,
+                          int64_t rows) {
+  const float* bias = ep.bias != nullptr ? ep.bias + p * n : nullptr;
+  for (int64_t r = 0; r < rows; ++r) {
+    float* y = c[r];
+    if (bias != nullptr)
+      for (int64_t j = 0; j < n; ++j) y[j] += bias[j];
+    if (ep.relu)  // NaN < 0 is false: NaN stays NaN, as tf.nn.relu.
+      for (int64_t j = 0; j < n; ++j) y[j] = y[j] < 0.f ? 0.f : y[j];
+  }
+}
+
 }  // namespace population
 }  // namespace tfrl
 

@@ -11,8 +11,10 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
-#include "population_amx.h"
 #include "population_isa.h"
+#if TFRL_POPULATION_AMX
+#include "population_amx.h"
+#endif
 
 namespace tfrl {
 namespace population {
@@ -119,7 +121,25 @@ Status ActiveIsa(Isa* isa) {
   return choice->status;
 }
 
-bool AmxActive(Isa isa) { return isa == Isa::kAvx512 && AmxBf16Usable(); }
+bool AmxActive(Isa isa) {
+#if TFRL_POPULATION_AMX
+  return isa == Isa::kAvx512 && AmxBf16Usable();
+#else
+  (void)isa;
+  return false;  // not in this build (TFRL_BUILD_AMX=1 compiles it in)
+#endif
+}
+
+std::vector<std::string> BuildOptions() {
+  std::vector<std::string> options;
+#if TFRL_POPULATION_AMX
+  options.push_back("amx");
+#endif
+#if TFRL_POPULATION_DELTA_CONV2D
+  options.push_back("delta_conv2d");
+#endif
+  return options;
+}
 
 void CountCall(Path path, int64_t calls) {
   g_calls[static_cast<int>(path)].fetch_add(calls, std::memory_order_relaxed);
@@ -168,6 +188,10 @@ class PopulationKernelInfoOp : public OpKernel {
       names->vec<tstring>()(i) = tfrl::population::PathName(static_cast<Path>(i));
       calls->vec<int64_t>()(i) = tfrl::population::CallCount(static_cast<Path>(i));
     }
+    const std::vector<std::string> options = tfrl::population::BuildOptions();
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(
+                            5, TensorShape({static_cast<int64_t>(options.size())}), &out));
+    for (size_t i = 0; i < options.size(); ++i) out->vec<tstring>()(i) = options[i];
   }
 };
 

@@ -1,4 +1,9 @@
-// The AMX bfloat16 path of PopulationConv2D (input_dtype = "bfloat16").
+// The AMX bfloat16 path of PopulationConv2D (input_dtype = "bfloat16"), in
+// the library only when it is built with TFRL_BUILD_AMX=1 (Bazel:
+// --define=tfrl_amx=1), which compiles population_amx.cc and defines
+// TFRL_POPULATION_AMX for the other population sources. Off by default: no
+// preset rounds its convolution inputs to bfloat16, and none of the machines
+// measured since the path was written has AMX (docs/performance_notes.md).
 //
 // A convolution of one image with one network's kernel is a GEMM whose A rows
 // are the image's patches. Here the image rows a work item reads are rounded
@@ -18,6 +23,10 @@
 
 #include <cstdint>
 #include <vector>
+
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "population_gemm.h"
 
 namespace tfrl {
 namespace population {
@@ -80,6 +89,14 @@ class AmxConv {
   std::vector<float> tail_storage_;
   Buffers buf_;
 };
+
+// PopulationConv2D's bfloat16-input convolution of the active rows of x
+// ([B, g.h, g.w, g.c] float32) into y ([B, g.m, g.n]) in AMX tiles, with
+// the kernels w ([P, g.k, g.n] bfloat16 bits) and the epilogue; inactive
+// rows of y are zeroed. Only where AmxActive() (population_isa.h).
+void RunAmxConv(tensorflow::OpKernelContext* ctx, const ConvGeometry& g,
+                const tensorflow::Tensor& index, const tensorflow::Tensor& active, int64_t pop,
+                const uint16_t* w, const float* x, float* y, const Epilogue& epilogue);
 
 }  // namespace population
 }  // namespace tfrl
