@@ -3,8 +3,9 @@
 `python -m tfrl.evaluate --record=FILE.gif|.mp4` saves slot 0's first
 episode as the game's own screen (Atari: the native 210x160 RGB screen, the
 last emulator frame of each step, as gymnasium's `render()`; gymnasium envs:
-their rgb_array render), or with `--record_view=agent` as the policy's
-observation. See `Viewer`.
+their rgb_array render; MuJoCo tasks render off-screen, through EGL on a
+machine without a display unless MUJOCO_GL says otherwise), or with
+`--record_view=agent` as the policy's observation. See `Viewer`.
 """
 
 import os
@@ -112,6 +113,10 @@ def make_viewer(protocol: EnvProtocol, seed: int, view: str) -> Viewer:
     return Viewer(env, view, lambda obs: obs)
   if view == "agent":
     return Viewer(make_env(protocol, 1, seed, auto_reset=False), view, observation_frame)
+  if "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY"):
+    # No display: MuJoCo's renderer needs an off-screen GL context (gymnasium
+    # would try GLFW first, which needs one). Other envs ignore the variable.
+    os.environ["MUJOCO_GL"] = "egl"
   env = make_env(protocol, 1, seed, auto_reset=False, render_mode="rgb_array")
   return Viewer(env, view, observation_frame, render=lambda: env.render(0))
 
