@@ -136,6 +136,8 @@ class EvolutionStrategy:
     if evaluator.capacity < config.population:
       raise ValueError(f"evaluator capacity {evaluator.capacity} < population "
                        f"{config.population}.")
+    if config.vbn is not None and config.normalization.enabled:
+      raise ValueError("virtual batch norm normalizes raw observations: not with --obs_norm.")
     if config.vbn is not None and not isinstance(evaluator, evaluators.LocalEvaluator):
       raise ValueError("virtual batch norm needs the local evaluator (it is not "
                        "supported on Ray workers yet).")
