@@ -3,11 +3,16 @@
 `python -m tfrl.evaluate --record=FILE.gif|.mp4` saves slot 0's first
 episode as the game's own screen (Atari: the native 210x160 RGB screen, the
 last emulator frame of each step, as gymnasium's `render()`; gymnasium envs:
-their rgb_array render), or with `--record_view=agent` as the policy's
-observation. See `Viewer`.
+their rgb_array render; MuJoCo tasks are replayed and rendered in a child
+process without TensorFlow, `tfrl.render_worker`, off-screen through EGL on
+a machine without a display unless MUJOCO_GL says otherwise), or with
+`--record_view=agent` as the policy's observation. See `Viewer`.
 """
 
 import os
+import pickle
+import subprocess
+import sys
 
 from absl import logging
 import numpy as np
@@ -73,7 +78,7 @@ class Viewer:
     return self._frame_fn(obs)
 
   def start(self):
-    obs = self.env.reset().numpy()
+    obs = np.asarray(self.env.reset())
     if self._render is not None:
       try:
         self._render()
@@ -87,7 +92,7 @@ class Viewer:
 
   def step(self, action, reward, terminated, truncated) -> bool:
     """Steps the copy with slot 0's action; False if it no longer matches."""
-    obs, r, term, trunc = (t.numpy() for t in self.env.step(np.asarray(action)[None]))
+    obs, r, term, trunc = (np.asarray(t) for t in self.env.step(np.asarray(action)[None]))
     if (not np.isclose(r[0], reward, rtol=1e-6, atol=1e-6)
         or bool(term[0]) != bool(terminated) or bool(trunc[0]) != bool(truncated)):
       self.diverged_at = len(self.frames)
@@ -112,8 +117,76 @@ def make_viewer(protocol: EnvProtocol, seed: int, view: str) -> Viewer:
     return Viewer(env, view, lambda obs: obs)
   if view == "agent":
     return Viewer(make_env(protocol, 1, seed, auto_reset=False), view, observation_frame)
+  if _is_mujoco(protocol.env):
+    from tfrl.envs import gym_env  # pylint: disable=import-outside-toplevel
+    env = RemoteEnv(protocol.env, protocol.max_episode_steps, gym_env.slot_seed(seed, 0))
+    return Viewer(env, view, observation_frame, render=env.render)
   env = make_env(protocol, 1, seed, auto_reset=False, render_mode="rgb_array")
   return Viewer(env, view, observation_frame, render=lambda: env.render(0))
+
+
+def _is_mujoco(env_id: str) -> bool:
+  import gymnasium as gym  # pylint: disable=import-outside-toplevel
+  try:
+    entry_point = gym.spec(env_id).entry_point
+  except gym.error.Error:
+    return False
+  return isinstance(entry_point, str) and entry_point.startswith("gymnasium.envs.mujoco")
+
+
+class RemoteEnv:
+  """A one-slot gymnasium env played in a `tfrl.render_worker` child process.
+
+  What `Viewer` uses of a batched env (`reset`, `step`, `render`, `close`),
+  with numpy arrays; its episode starts from `reset_seed` (the seed of the
+  slot it replays).
+  """
+
+  def __init__(self, env_id: str, max_episode_steps, reset_seed: int):
+    env = dict(os.environ)
+    if "MUJOCO_GL" not in env and not env.get("DISPLAY"):
+      env["MUJOCO_GL"] = "egl"  # gymnasium would try GLFW first, which needs a display
+    self._proc = subprocess.Popen(
+        [sys.executable, "-m", "tfrl.render_worker", env_id, str(max_episode_steps or 0)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    self._reset_seed = int(reset_seed)
+    self.num_envs = 1
+    self.auto_reset = False
+
+  def _call(self, command: str, argument=None):
+    try:
+      pickle.dump((command, argument), self._proc.stdin)
+      self._proc.stdin.flush()
+      status, result = pickle.load(self._proc.stdout)
+    except (EOFError, BrokenPipeError, OSError) as e:
+      raise RuntimeError(f"the renderer process ended ({type(e).__name__}, exit code "
+                         f"{self._proc.poll()})") from None
+    if status != "ok":
+      raise RuntimeError(result)
+    return result
+
+  def reset(self):
+    return np.asarray(self._call("reset", self._reset_seed))[None]
+
+  def step(self, actions):
+    obs, reward, terminated, truncated = self._call("step", np.asarray(actions)[0])
+    return (np.asarray(obs)[None], np.array([reward], np.float32), np.array([terminated]),
+            np.array([truncated]))
+
+  def render(self):
+    return self._call("render")
+
+  def close(self):
+    try:
+      pickle.dump(("close", None), self._proc.stdin)
+      self._proc.stdin.close()
+    except OSError:
+      pass  # already gone
+    try:
+      self._proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+      self._proc.kill()
+      self._proc.wait()
 
 
 def mp4_backend():

@@ -32,7 +32,9 @@ from ray import cluster_utils  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import es  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import ga
+from tfrl.neuroevolution import heads
 from tfrl.neuroevolution import noise as noise_lib
+from tfrl.neuroevolution import normalization
 from tfrl.neuroevolution import population_net as pn
 from tfrl.neuroevolution import runner
 from tfrl.neuroevolution import worker
@@ -255,6 +257,65 @@ class TestTraffic:
       assert abs(small - large) <= 0.02 * small and large < weights / 20, sent
     # The third generation's chains are two mutations longer than the first's.
     assert sent[(4,)][2] > sent[(4,)][0], sent
+
+
+# HalfCheetah-v5 (MuJoCo), episodes capped at 60 steps, a tanh MLP with a Box
+# head and observation normalization: each worker builds its own MuJoCo envs.
+_CHEETAH = EnvProtocol(env="HalfCheetah-v5", max_episode_frames=60)
+_NORM = normalization.NormalizationConfig(enabled=True, fraction=0.5)
+
+
+def _mujoco_spec(num_envs, groups):
+  probe = worker.make_worker_env(_CHEETAH, 1, 3)
+  head = heads.for_env(probe)
+  probe.close()
+  return worker.WorkerSpec(
+      env=_CHEETAH, network=pn.NetworkConfig(arch="mlp", hidden=(8,), activation="tanh"),
+      observation_shape=(17,), num_actions=head.size, noise_seed=0, noise_size=_NOISE,
+      capacity=_POP, num_envs=num_envs, slot_groups=groups, cache_size=8, env_seed=3,
+      head=head, obs_norm_clip=5.0)
+
+
+def _mujoco_es(spec, evaluator):
+  config = es.ESConfig(population=_POP, sigma=0.05, center_episodes=2, seed=7,
+                       normalization=_NORM)
+  return es.EvolutionStrategy(config, spec.layout(), _table(), evaluator)
+
+
+def _mujoco_run(evaluator, spec, kill_in=None):
+  algorithm = _mujoco_es(spec, evaluator)
+  history = []
+  try:
+    for generation in range(3):
+      if generation == kill_in:
+        evaluator.arm_exit(0, seconds=0.05)
+      history.append(algorithm.step())
+    lost = getattr(evaluator, "lost", 0)
+  finally:
+    evaluator.close()
+  return _scores(history), _comparable_state(algorithm), algorithm.normalizer, lost
+
+
+class TestMujoco:
+
+  def test_normalized_es_same_locally_on_one_and_two_workers_and_after_a_kill(self):
+    scores, state, normalizer, _ = _mujoco_run(
+        worker.build_local(_mujoco_spec(3, 1), _table()), _mujoco_spec(3, 1))
+    assert normalizer.episodes > 0 and normalizer.stats.count > 0
+    assert "obs_norm_sum" in state[1] and "obs_norm_elite_std" in state[1]
+    runs = [(workers, None) for workers in (1, 2)] + [(2, 1)]
+    for workers, kill_in in runs:
+      spec = _mujoco_spec(2, 2)   # other slot counts than locally
+      lines = []
+      evaluator = _ray_evaluator(spec, workers, log=lines.append, max_worker_restarts=1)
+      got_scores, got_state, got_normalizer, lost = _mujoco_run(evaluator, spec, kill_in)
+      assert got_scores == scores, (workers, kill_in)
+      # The running sums and the elite's statistics, bit for bit (in the state's arrays).
+      assert got_state == state, (workers, kill_in)
+      assert got_normalizer.episodes == normalizer.episodes
+      if kill_in is not None:
+        assert lost == 1 and any("re-dealt" in line for line in lines), lines
+    assert len({s[1] for s in scores} | {s[2] for s in scores}) > 1, scores
 
 
 def _ray_processes(marker: str):

@@ -32,6 +32,11 @@ def make_gymnasium(env_id: str, max_episode_steps: Optional[int] = None, **make_
   return env
 
 
+def slot_seed(seed: int, slot: int) -> int:
+  """The reset seed of slot `slot`'s first episode when none is given."""
+  return seed * 100003 + slot
+
+
 class GymEnv:
   """`num_envs` copies of one gymnasium environment, auto-resetting.
 
@@ -98,7 +103,7 @@ class GymEnv:
 
   def _reset_slot(self, i: int, seed=None) -> None:
     if seed is None and not self._seeded[i]:
-      seed = self._seed * 100003 + i  # Deterministic per slot, once.
+      seed = slot_seed(self._seed, i)  # Deterministic per slot, once.
     self._seeded[i] = True
     self._obs[i], _ = self._envs[i].reset(seed=seed)
     self._played[i] = False

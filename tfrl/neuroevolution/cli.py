@@ -16,6 +16,7 @@ import tensorflow as tf
 from tfrl import flagconfig
 from tfrl.layers import flags as layer_flags
 from tfrl.neuroevolution import evaluators
+from tfrl.neuroevolution import heads
 from tfrl.neuroevolution import noise as noise_lib
 from tfrl.neuroevolution import population_net
 from tfrl.neuroevolution import ray_evaluator
@@ -57,21 +58,25 @@ def worker_spec(config: NeuroevolutionConfig, capacity: int):
   seed = config.algorithm.seed
   probe = worker_lib.make_worker_env(config.env, 1, seed)  # the spaces, from one slot
   try:
-    if probe.num_actions is None:
-      raise app.UsageError("neuroevolution needs a discrete action space.")
+    head = heads.for_env(probe, config.network.action_head)
+    norm = config.algorithm.normalization
+    if norm.enabled and len(probe.observation_shape) != 1:
+      raise ValueError(f"--obs_norm needs vector observations, got shape "
+                       f"{list(probe.observation_shape)} from {config.env.name}.")
     observation_spec = tf.TensorSpec([None] + list(probe.observation_shape),
                                      getattr(probe, "observation_dtype", tf.uint8))
     network = config.network.network_config(probe.observation_shape, config.layer_plan)
     ray = config.ray if config.uses_ray else None
     spec = worker_lib.WorkerSpec(
         env=config.env, network=network, observation_shape=tuple(probe.observation_shape),
-        num_actions=int(probe.num_actions), noise_seed=seed,
+        num_actions=head.size, noise_seed=seed,
         noise_size=config.evaluator.noise_table_size, capacity=capacity,
         num_envs=(ray and ray.worker_envs) or config.evaluator.num_envs,
         slot_groups=(ray and ray.worker_slot_groups) or config.evaluator.slot_groups,
         incremental=config.network.incremental(network),
         refresh_steps=config.network.refresh_steps, cache_size=config.cache_size(),
-        env_seed=seed)
+        env_seed=seed, head=None if head.is_discrete else head,
+        obs_norm_clip=norm.clip if norm.enabled else None)
   finally:
     probe.close()
   return spec, observation_spec

@@ -15,6 +15,12 @@ of observations from random play is collected once, before the first
 generation (and kept in the checkpoint); every evaluated network, each
 perturbation and the centre, is normalized by its own statistics on that
 batch. The exported elite is the centre with its statistics baked in.
+
+Optional observation normalization (`--obs_norm`, `normalization.py`): the
+perturbations and the centre of a generation play with the statistics fixed
+at its start; a fraction of the perturbations' episodes update them after the
+centre's evaluation. The exported elite is the centre with the statistics it
+was scored with.
 """
 
 import dataclasses
@@ -26,6 +32,7 @@ import numpy as np
 from tfrl import flagconfig
 from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import genome as genome_lib
+from tfrl.neuroevolution import normalization
 from tfrl.neuroevolution import settings
 from tfrl.neuroevolution import vbn as vbn_lib
 from tfrl.neuroevolution.metrics import generation_metrics
@@ -116,9 +123,11 @@ class ESConfig(settings.SearchConfig):
 class EvolutionStrategy:
   """OpenAI-ES; same interface as `GeneticAlgorithm` (step / state / restore).
 
-  `layout` and `elite_params()` describe the exported elite: without VBN the
-  genome layout and the centre; with VBN a `vbn.NormalizedLayout` and the
-  centre followed by its statistics. `genome_layout` is the searched genome.
+  `layout` and `elite_params()` describe the exported elite: the genome layout
+  and the centre; with VBN a `vbn.NormalizedLayout` and the centre followed by
+  its statistics; with observation normalization a
+  `normalization.NormalizedInputLayout` and the centre followed by the
+  observations' mean and std. `genome_layout` is the searched genome.
   """
 
   name = "es"
@@ -127,12 +136,19 @@ class EvolutionStrategy:
     if evaluator.capacity < config.population:
       raise ValueError(f"evaluator capacity {evaluator.capacity} < population "
                        f"{config.population}.")
+    if config.vbn is not None and config.normalization.enabled:
+      raise ValueError("virtual batch norm normalizes raw observations: not with --obs_norm.")
     if config.vbn is not None and not isinstance(evaluator, evaluators.LocalEvaluator):
       raise ValueError("virtual batch norm needs the local evaluator (it is not "
                        "supported on Ray workers yet).")
     self.config = config
     self.genome_layout = layout
-    self.layout = vbn_lib.NormalizedLayout(layout) if config.vbn else layout
+    self.normalizer = None
+    if config.normalization.enabled:
+      self.normalizer = normalization.Normalizer(config.normalization,
+                                                 layout.observation_shape)
+    self.layout = vbn_lib.NormalizedLayout(layout) if config.vbn else (
+        self.normalizer.export_layout(layout) if self.normalizer else layout)
     self.table = table
     self.evaluator = evaluator
     rng = np.random.default_rng([config.seed, 0, 0])
@@ -177,9 +193,12 @@ class EvolutionStrategy:
     genomes = [genome_lib.Genome(genome_lib.CENTER, ((int(o), sign * cfg.sigma),))
                for o in offsets for sign in (1.0, -1.0)]
     self.evaluator.set_center(self.theta)
-    res = self.evaluator.evaluate(
-        genomes, cfg.episodes_per_eval,
-        self._seeds(PERTURBATION_PHASE, cfg.population, cfg.episodes_per_eval))
+    seeds = self._seeds(PERTURBATION_PHASE, cfg.population, cfg.episodes_per_eval)
+    observe = {}
+    if self.normalizer is not None:
+      self.normalizer.begin(self.evaluator)
+      observe = {"observe": self.normalizer.observe(seeds)}
+    res = self.evaluator.evaluate(genomes, cfg.episodes_per_eval, seeds, **observe)
     fitness = res.fitness
     shaped = centered_ranks(fitness) if cfg.fitness_shaping else worst_for_nan(fitness)
     grad = estimate_gradient(noise, shaped[0::2], shaped[1::2], cfg.sigma)
@@ -190,6 +209,8 @@ class EvolutionStrategy:
                                      self._seeds(CENTER_PHASE, 1, cfg.center_episodes))
     self._elite_stats = self._center_statistics()
     self.elite_score = float(center.fitness[0])
+    if self.normalizer is not None:
+      self.normalizer.end(res)
     metrics = generation_metrics(self, fitness, res.frames + center.frames, start,
                                  res.seconds + center.seconds)
     metrics["grad_norm"] = float(np.linalg.norm(grad))
@@ -197,6 +218,8 @@ class EvolutionStrategy:
 
   def elite_params(self) -> np.ndarray:
     """The exported elite's flat vector (see `layout`)."""
+    if self.normalizer is not None:
+      return self.normalizer.export_params(self.theta)
     if self.config.vbn is None:
       return self.theta.copy()
     if self._elite_stats is None:  # e.g. just restored: recompute for the centre.
@@ -216,6 +239,8 @@ class EvolutionStrategy:
     arrays = {"theta": self.theta, "adam_m": self.adam.m, "adam_v": self.adam.v}
     if self.vbn is not None:
       arrays["vbn_reference"] = self.vbn.reference
+    if self.normalizer is not None:
+      arrays.update(self.normalizer.arrays())
     return ({
         "algorithm": self.name,
         "generation": self.generation,
@@ -227,6 +252,8 @@ class EvolutionStrategy:
         "adam_t": self.adam.t,
         "elite_score": self.elite_score,
         "virtual_batch_norm": self.vbn is not None,
+        "observation_normalization": (self.normalizer.config.identity()
+                                      if self.normalizer else None),
     }, arrays)
 
   def restore(self, state: dict, arrays) -> None:
@@ -241,6 +268,8 @@ class EvolutionStrategy:
       raise ValueError(
           f"checkpoint was trained {'with' if saved_vbn else 'without'} virtual batch "
           f"norm; resume it {'with' if saved_vbn else 'without'} --virtual_batch_norm.")
+    normalization.check_resume(state.get("observation_normalization"), self.normalizer,
+                               arrays)
     self.generation = int(state["generation"])
     self.frames = int(state["frames"])
     self.elite_score = float(state["elite_score"])

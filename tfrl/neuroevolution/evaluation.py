@@ -18,6 +18,13 @@ first jobs dealt so that a network's episodes share a group and few jobs
 spread over the groups. Slots whose last game ended were auto-reset by the
 env and start their next job without another reset.
 
+The network's head gives the actions (argmax, or continuous actions within
+the bounds of a Box). With observation normalization (`obs_norm_clip`) the
+networks see normalized observations, and the episodes that `evaluate`'s
+`observe` names return the float64 sums of their observations
+(`normalization.EpisodeSums`), each summed step by step in its slot, so they
+do not depend on the slot, the group or the graph calls.
+
 `stop()` (e.g. from a Ctrl-C handler) makes every group thread leave after its
 current graph call (at most `steps_per_call` steps); `evaluate` then raises
 `Stopped` and the results are dropped.
@@ -32,6 +39,8 @@ from typing import List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from tfrl.neuroevolution import normalization
+
 
 class Stopped(Exception):
   """`evaluate` was interrupted by `PipelinedEvaluator.stop()`."""
@@ -44,6 +53,8 @@ class EvalResult:
   frames: int                # emulator frames (env steps * frames_per_step)
   steps: int                 # env steps
   seconds: float
+  # The observation sums of the episodes `observe` named (None: none asked for).
+  observations: Optional[normalization.EpisodeSums] = None
 
   @property
   def fitness(self) -> np.ndarray:
@@ -72,12 +83,62 @@ def deal_first_jobs(jobs: collections.deque, group_sizes: Sequence[int]) -> List
   return dealt
 
 
+@dataclasses.dataclass
+class _Call:
+  """What the group threads of one `evaluate` call share."""
+  ids: np.ndarray                    # [n] the networks' rows in the population
+  seeds: Optional[np.ndarray]        # [n, episodes] reset seeds, or None
+  observe: Optional[np.ndarray]      # [n, episodes] bool: sum these episodes' observations
+  returns: np.ndarray
+  lengths: np.ndarray
+  jobs: collections.deque
+  first_jobs: List[List[tuple]]
+  cap_steps: Optional[int]
+  obs_all: Optional[np.ndarray] = None
+  lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+  steps: List[int] = dataclasses.field(default_factory=list)
+  errors: List[BaseException] = dataclasses.field(default_factory=list)
+  sums: List[tuple] = dataclasses.field(default_factory=list)  # (job, episode, s, sq, n)
+
+  def next_job(self):
+    with self.lock:
+      return self.jobs.popleft() if self.jobs else None
+
+
+class _Group:
+  """One slot group's slots and the job, return and state of each."""
+
+  def __init__(self, slots: np.ndarray, first_jobs, obs: np.ndarray, state_specs):
+    size = len(slots)
+    self.slots = slots
+    self.obs = obs
+    self.net = np.full(size, -1, np.int64)   # the job of each slot, -1 = idle
+    self.epi = np.zeros(size, np.int64)
+    for i, job in enumerate(first_jobs):
+      self.net[i], self.epi[i] = job
+    self.ret = np.zeros(size, np.float64)
+    self.length = np.zeros(size, np.int64)
+    # Each slot's graph-loop state: incremental inference's (rows of finished
+    # slots are stale, and ignored: a new episode's first step is fresh), then
+    # the observation sums (zeroed for each new episode).
+    self.state = [np.zeros((size,) + tuple(spec.shape[1:]), spec.dtype.as_numpy_dtype)
+                  for spec in state_specs]
+
+
+def _non_finite(obs: tf.Tensor) -> tf.Tensor:
+  """[B] bool: rows of float observations with a NaN or inf (uint8 frames: none)."""
+  if not obs.dtype.is_floating:
+    return tf.zeros(tf.shape(obs)[:1], tf.bool)
+  return ~tf.reduce_all(tf.math.is_finite(tf.reshape(obs, [tf.shape(obs)[0], -1])), axis=1)
+
+
 class PipelinedEvaluator:
   """Evaluates networks 0..n-1 of a `PopulationNetwork` on `env`.
 
   Args:
     env: a batched env (`tfrl.envs.AtariEnv` / `GymEnv` interface).
-    network: a `PopulationNetwork` (its `act(obs, index, active)` is used).
+    network: a `PopulationNetwork` (its `act(obs, index, active)` is used:
+      the actions of its head, discrete or continuous).
     num_groups: slot groups (>= 1; 2 or more pipeline).
     episode_frame_cap: end an episode after this many frames (None: no cap).
     frames_per_step: emulator frames per env step (default: env.frame_skip or 1).
@@ -91,12 +152,21 @@ class PipelinedEvaluator:
       rounding that incremental steps accumulate (step 0, a new network or
       episode, is always in full). Which steps are fresh depends only on t,
       so an episode plays the same whatever `steps_per_call` is.
+    obs_norm_clip: not None: observations are normalized before the networks
+      see them (`normalization.ObservationFilter`, statistics given by
+      `set_normalization`, clipped to +-obs_norm_clip), and each episode's
+      observations are summed in float64, step by step, for `evaluate`'s
+      `observe`.
+
+  A non-finite observation (NaN or inf) from the env ends `evaluate` with a
+  ValueError naming the network, episode and step.
   """
 
   def __init__(self, env, network, num_groups: int = 2,
                episode_frame_cap: Optional[int] = None,
                frames_per_step: Optional[int] = None, steps_per_call: int = 32,
-               incremental: bool = False, refresh_steps: int = 100):
+               incremental: bool = False, refresh_steps: int = 100,
+               obs_norm_clip: Optional[float] = None):
     if steps_per_call < 1:
       raise ValueError(f"steps_per_call must be >= 1, got {steps_per_call}.")
     if refresh_steps < 1:
@@ -116,40 +186,18 @@ class PipelinedEvaluator:
     self.refresh_steps = int(refresh_steps)
     obs_shape = tuple(env.observation_shape)
     obs_dtype = getattr(env, "observation_dtype", tf.uint8)
-    self._state_specs = (network.incremental_state_specs(obs_dtype)
-                         if self.incremental else [])
-
-    def play(obs, index, env_indices, max_steps, episode_steps, state):
-      # Up to `max_steps` steps of the running slots in one graph call,
-      # ending early after the first step at which any of them finished, so
-      # that Python only sees the slots when one needs a new job (the
-      # per-step Python and dispatch cost was ~15 % of a GA's CPU time).
-      # `state` is the incremental inference's, per running slot, and
-      # `episode_steps` each slot's steps so far in its episode.
-      all_rows = tf.ones_like(index, tf.bool)
-
-      def body(i, obs, total, ended, state):
-        if self.incremental:
-          fresh = tf.equal((episode_steps + i) % self.refresh_steps, 0)
-          logits, state = network.incremental_logits(obs, index, fresh, state)
-          actions = tf.argmax(logits, axis=-1, output_type=tf.int32)
-        else:
-          actions = network.act(obs, index, all_rows)
-        obs, reward, terminated, truncated = env.step(actions, env_indices)
-        return (i + 1, obs, total + tf.cast(reward, tf.float64),
-                terminated | truncated, state)
-
-      def cond(i, obs, total, ended, state):
-        del obs, total, state
-        return (i < max_steps) & ~tf.reduce_any(ended)
-
-      steps, obs, total, ended, state = tf.while_loop(
-          cond, body, (tf.constant(0), obs, tf.zeros_like(index, tf.float64),
-                       tf.zeros_like(index, tf.bool), state),
-          parallel_iterations=1)
-      return steps, obs, total, ended, state
-
-    self._play = tf.function(play, input_signature=[
+    self._incremental_specs = (network.incremental_state_specs(obs_dtype)
+                               if self.incremental else [])
+    self.observation_filter = None
+    sum_specs = []
+    if obs_norm_clip is not None:
+      if len(obs_shape) != 1:
+        raise ValueError(f"observation normalization needs vector observations, got "
+                         f"shape {list(obs_shape)}.")
+      self.observation_filter = normalization.ObservationFilter(obs_shape[0], obs_norm_clip)
+      sum_specs = [tf.TensorSpec((None,) + obs_shape, tf.float64)] * 2
+    self._state_specs = self._incremental_specs + sum_specs
+    self._play = tf.function(self._play_steps, input_signature=[
         tf.TensorSpec((None,) + obs_shape, obs_dtype),
         tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int32),
         tf.TensorSpec([], tf.int32), tf.TensorSpec([None], tf.int32),
@@ -158,13 +206,62 @@ class PipelinedEvaluator:
     # argument binding (measured ~0.3 ms of a ~0.7 ms call on this machine).
     self._play_fn = self._play.get_concrete_function()
 
+  def _play_steps(self, obs, index, env_indices, max_steps, episode_steps, state):
+    """Up to `max_steps` steps of the running slots in one graph call, ending
+    early after the first step at which any of them finished (or saw a
+    non-finite observation), so that Python only sees the slots when one needs
+    a new job (the per-step Python and dispatch cost was ~15 % of a GA's CPU
+    time). `state`: the incremental inference's per running slot, then the
+    observation sums; `episode_steps` each slot's steps so far in its episode.
+    """
+    network, env = self.network, self.env
+    all_rows = tf.ones_like(index, tf.bool)
+    num_incremental = len(self._incremental_specs)
+
+    def body(i, obs, total, ended, bad, state):
+      del ended, bad
+      inc_state, sums = state[:num_incremental], state[num_incremental:]
+      x = obs
+      if self.observation_filter is not None:
+        x64 = tf.cast(obs, tf.float64)
+        sums = [sums[0] + x64, sums[1] + x64 * x64]
+        x = self.observation_filter(obs)
+      if self.incremental:
+        fresh = tf.equal((episode_steps + i) % self.refresh_steps, 0)
+        logits, inc_state = network.incremental_logits(x, index, fresh, inc_state)
+        actions = network.layout.head.actions(logits)
+      else:
+        actions = network.act(x, index, all_rows)
+      obs, reward, terminated, truncated = env.step(actions, env_indices)
+      bad = _non_finite(obs)
+      return (i + 1, obs, total + tf.cast(reward, tf.float64),
+              terminated | truncated | bad, bad, list(inc_state) + list(sums))
+
+    def cond(i, obs, total, ended, bad, state):
+      del obs, total, bad, state
+      return (i < max_steps) & ~tf.reduce_any(ended)
+
+    no_rows = tf.zeros_like(index, tf.bool)
+    steps, obs, total, ended, bad, state = tf.while_loop(
+        cond, body, (tf.constant(0), obs, tf.zeros_like(index, tf.float64),
+                     no_rows, no_rows, state),
+        parallel_iterations=1)
+    return steps, obs, total, ended, bad, state
+
   def stop(self) -> None:
     """Ends the running `evaluate` (and any later one) with `Stopped`."""
     self._stop.set()
 
+  def set_normalization(self, mean: np.ndarray, std: np.ndarray) -> None:
+    """The statistics the networks' observations are normalized with from now on."""
+    if self.observation_filter is None:
+      raise ValueError("this evaluator was built without observation normalization.")
+    self.observation_filter.set(mean, std)
+
   def evaluate(self, networks, episodes: int = 1,
                expected_steps: Optional[Sequence[float]] = None,
-               seeds: Optional[np.ndarray] = None) -> EvalResult:
+               seeds: Optional[np.ndarray] = None,
+               observe: Optional[np.ndarray] = None) -> EvalResult:
     """Plays `episodes` episodes with each of the given loaded networks.
 
     Args:
@@ -179,10 +276,37 @@ class PipelinedEvaluator:
         outcome depends on (network, seed) only, not on the slot, the group
         or the order it was dealt in. None: slots continue their own random
         streams (and a slot auto-reset by the env keeps that game).
+      observe: optional [len(networks), episodes] bool (needs `obs_norm_clip`):
+        the result's `observations` holds these episodes' observation sums.
 
     Returns:
       an `EvalResult` whose rows follow the order of `networks`.
     """
+    start = time.time()
+    call = self._new_call(networks, episodes, expected_steps, seeds, observe)
+    self._first_observations(call)
+    threads = [threading.Thread(target=self._run_group, args=(call, g, slots), daemon=True)
+               for g, slots in enumerate(self.groups)]
+    for t in threads:
+      t.start()
+    for t in threads:
+      t.join()
+    if call.errors:
+      raise call.errors[0]
+    if self._stop.is_set():
+      raise Stopped("evaluation stopped; its results are dropped")
+    total = sum(call.steps)
+    observations = None
+    if call.observe is not None:
+      dim = self.env.observation_shape[0]
+      observations = normalization.EpisodeSums.concat([normalization.EpisodeSums(
+          np.array([[j, e]], np.int64), s[None], sq[None], np.array([n], np.int64))
+                                                       for j, e, s, sq, n in call.sums], dim)
+    return EvalResult(call.returns, call.lengths, total * self.frames_per_step, total,
+                      time.time() - start, observations)
+
+  def _new_call(self, networks, episodes, expected_steps, seeds, observe) -> _Call:
+    """The call's jobs and arrays, its arguments checked (ValueError)."""
     if isinstance(networks, (int, np.integer)):
       ids = np.arange(int(networks), dtype=np.int64)
     else:
@@ -191,9 +315,6 @@ class PipelinedEvaluator:
       raise ValueError(f"only networks [0, {self.network.loaded}) are loaded, asked "
                        f"for {ids.tolist() if ids.size < 16 else ids}.")
     num_networks = int(ids.size)
-    start = time.time()
-    returns = np.zeros((num_networks, episodes), np.float64)
-    lengths = np.zeros((num_networks, episodes), np.int64)
     # Network-major order: the episodes of one network run side by side, so
     # the op computes them as one GEMM and reads that network's weights once
     # per step (on a CPU the dense layers are bound by weight bandwidth).
@@ -204,119 +325,124 @@ class PipelinedEvaluator:
         raise ValueError(f"expected_steps must have one value per network "
                          f"({num_networks}), got {expected_steps.shape[0]}.")
       play_order = np.argsort(-expected_steps, kind="stable")
-    if seeds is not None:
-      seeds = np.asarray(seeds, np.int64)
-      if seeds.shape != (num_networks, episodes):
-        raise ValueError(f"seeds must be [{num_networks}, {episodes}] (networks x "
-                         f"episodes), got {list(seeds.shape)}.")
+    for name, value in (("seeds", seeds), ("observe", observe)):
+      if value is not None and np.shape(value) != (num_networks, episodes):
+        raise ValueError(f"{name} must be [{num_networks}, {episodes}] (networks x "
+                         f"episodes), got {list(np.shape(value))}.")
+    if observe is not None and self.observation_filter is None:
+      raise ValueError("observe needs an evaluator built with observation normalization.")
     jobs = collections.deque((int(net), ep) for net in play_order
                              for ep in range(episodes))
-    lock = threading.Lock()
-    steps = [0] * len(self.groups)
-    errors: List[BaseException] = []
-
-    def next_job():
-      with lock:
-        return jobs.popleft() if jobs else None
-
-    first_jobs = deal_first_jobs(jobs, [len(g) for g in self.groups])
-    # New games in the slots that get a job, but for those already at the
-    # start of one (auto-reset when their last game ended): 64 slots' reset
-    # sequences were ~1 % of a Pong generation's emulator frames.
-    used = np.concatenate([slots[:len(dealt)] for slots, dealt in zip(self.groups, first_jobs)])
-    obs_all = None
-    if used.size:
-      if seeds is not None:
-        first_seeds = [seeds[net, ep] for dealt in first_jobs for net, ep in dealt]
-        obs_used = self.env.reset(used, seeds=first_seeds).numpy()
-      else:
-        obs_used = self.env.reset(used, only_played=True).numpy()
-      obs_all = np.zeros((self.env.num_envs,) + obs_used.shape[1:], obs_used.dtype)
-      obs_all[used] = obs_used
-
-    auto_reset = getattr(self.env, "auto_reset", True)
     cap_steps = None
     if self.episode_frame_cap is not None:
       cap_steps = -(-int(self.episode_frame_cap) // self.frames_per_step)
+    return _Call(ids, None if seeds is None else np.asarray(seeds, np.int64),
+                 None if observe is None else np.asarray(observe, bool),
+                 np.zeros((num_networks, episodes), np.float64),
+                 np.zeros((num_networks, episodes), np.int64), jobs,
+                 deal_first_jobs(jobs, [len(g) for g in self.groups]), cap_steps,
+                 steps=[0] * len(self.groups))
 
-    def run_group(g, slots):
-      try:
-        size = len(slots)
-        if not first_jobs[g]:
-          return
-        obs = obs_all[slots].copy()
-        net = np.full(size, -1, np.int64)   # the job of each slot, -1 = idle
-        epi = np.zeros(size, np.int64)
-        for i, job in enumerate(first_jobs[g]):
-          net[i], epi[i] = job
-        ret = np.zeros(size, np.float64)
-        length = np.zeros(size, np.int64)
-        # Each slot's incremental-inference state (rows of finished slots are
-        # stale, and ignored: a new episode's first step is fresh).
-        state = [np.zeros((size,) + tuple(spec.shape[1:]), spec.dtype.as_numpy_dtype)
-                 for spec in self._state_specs]
-        obs_t = None  # the running slots' frames as a tensor, while they equal `obs`
-        state_t = None  # and their state, likewise
-        while not self._stop.is_set():
-          rows = np.flatnonzero(net >= 0)
-          if rows.size == 0:
-            break
-          if obs_t is None:
-            obs_t = tf.convert_to_tensor(obs[rows])
-            state_t = [tf.convert_to_tensor(s[rows]) for s in state]
-          max_steps = self.steps_per_call
-          if cap_steps:
-            max_steps = min(max_steps, int(cap_steps - length[rows].max()))
-          k, o, r, ended, state_t = self._play_fn(
-              obs_t, tf.convert_to_tensor(ids[net[rows]].astype(np.int32)),
-              tf.convert_to_tensor(slots[rows]), tf.constant(max_steps, tf.int32),
-              tf.convert_to_tensor(length[rows].astype(np.int32)), state_t)
-          k = int(k)
-          obs_t = o
-          ret[rows] += r.numpy()
-          length[rows] += k
-          steps[g] += k * rows.size
-          ended = ended.numpy()
-          capped = (length[rows] >= cap_steps) if cap_steps else np.zeros_like(ended)
-          finished = np.flatnonzero(ended | capped)
-          if finished.size == 0:
-            continue
-          # The running set changes: back to numpy to rebuild it.
-          obs[rows] = o.numpy()
-          for s, s_t in zip(state, state_t):
-            s[rows] = s_t.numpy()
-          obs_t = state_t = None
-          reset, reset_seeds = [], []
-          for j in finished:
-            i = rows[j]
-            returns[net[i], epi[i]], lengths[net[i], epi[i]] = ret[i], length[i]
-            ret[i], length[i] = 0.0, 0
-            job = next_job()
-            net[i], epi[i] = job if job is not None else (-1, 0)
-            if job is not None and seeds is not None:
-              reset.append(i)
-              reset_seeds.append(seeds[job])
-            elif job is not None and (not ended[j] or not auto_reset):
-              reset.append(i)  # capped mid-episode, or not reset by the env.
-          if reset:
-            reset = np.array(reset)
-            obs[reset] = self.env.reset(
-                slots[reset], seeds=reset_seeds if seeds is not None else None).numpy()
-      except BaseException as e:  # surfaced in the caller's thread.
-        errors.append(e)
-        with lock:
-          jobs.clear()
+  def _first_observations(self, call: _Call) -> None:
+    # New games in the slots that get a job, but for those already at the
+    # start of one (auto-reset when their last game ended): 64 slots' reset
+    # sequences were ~1 % of a Pong generation's emulator frames.
+    used = np.concatenate([slots[:len(dealt)]
+                           for slots, dealt in zip(self.groups, call.first_jobs)])
+    if not used.size:
+      return
+    dealt = [job for jobs in call.first_jobs for job in jobs]
+    if call.seeds is not None:
+      obs_used = self.env.reset(used, seeds=[call.seeds[job] for job in dealt]).numpy()
+    else:
+      obs_used = self.env.reset(used, only_played=True).numpy()
+    self._check_finite(obs_used, dealt, call)
+    call.obs_all = np.zeros((self.env.num_envs,) + obs_used.shape[1:], obs_used.dtype)
+    call.obs_all[used] = obs_used
 
-    threads = [threading.Thread(target=run_group, args=(g, slots), daemon=True)
-               for g, slots in enumerate(self.groups)]
-    for t in threads:
-      t.start()
-    for t in threads:
-      t.join()
-    if errors:
-      raise errors[0]
-    if self._stop.is_set():
-      raise Stopped("evaluation stopped; its results are dropped")
-    total = sum(steps)
-    return EvalResult(returns, lengths, total * self.frames_per_step, total,
-                      time.time() - start)
+  def _check_finite(self, obs: np.ndarray, jobs, call: _Call, steps=None) -> None:
+    """ValueError (one line) for the first job whose observation is not finite."""
+    if not np.issubdtype(obs.dtype, np.floating):
+      return
+    for k, (row, job) in enumerate(zip(obs, jobs)):
+      if not np.all(np.isfinite(row)):
+        net, episode = job
+        step = 0 if steps is None else int(steps[k])
+        seed = "" if call.seeds is None else f", reset seed {call.seeds[job]}"
+        name = getattr(self.env, "env_id", None) or type(self.env).__name__
+        raise ValueError(f"the env {name} gave a non-finite observation (NaN or inf) to "
+                         f"network {int(call.ids[net])} at step {step} of its episode "
+                         f"{episode}{seed}: a policy cannot act on it.")
+
+  def _run_group(self, call: _Call, g: int, slots: np.ndarray) -> None:
+    try:
+      if not call.first_jobs[g]:
+        return
+      group = _Group(slots, call.first_jobs[g], call.obs_all[slots].copy(),
+                     self._state_specs)
+      obs_t = None    # the running slots' observations as a tensor, while they equal obs
+      state_t = None  # and their state, likewise
+      while not self._stop.is_set():
+        rows = np.flatnonzero(group.net >= 0)
+        if rows.size == 0:
+          break
+        if obs_t is None:
+          obs_t = tf.convert_to_tensor(group.obs[rows])
+          state_t = [tf.convert_to_tensor(s[rows]) for s in group.state]
+        max_steps = self.steps_per_call
+        if call.cap_steps:
+          max_steps = min(max_steps, int(call.cap_steps - group.length[rows].max()))
+        k, o, r, ended, bad, state_t = self._play_fn(
+            obs_t, tf.convert_to_tensor(call.ids[group.net[rows]].astype(np.int32)),
+            tf.convert_to_tensor(slots[rows]), tf.constant(max_steps, tf.int32),
+            tf.convert_to_tensor(group.length[rows].astype(np.int32)), state_t)
+        k = int(k)
+        obs_t = o
+        group.ret[rows] += r.numpy()
+        group.length[rows] += k
+        call.steps[g] += k * rows.size
+        ended = ended.numpy()
+        if bad.numpy().any():
+          self._check_finite(o.numpy(), list(zip(group.net[rows], group.epi[rows])), call,
+                             group.length[rows])
+        capped = ((group.length[rows] >= call.cap_steps) if call.cap_steps
+                  else np.zeros_like(ended))
+        finished = np.flatnonzero(ended | capped)
+        if finished.size == 0:
+          continue
+        # The running set changes: back to numpy to rebuild it.
+        group.obs[rows] = o.numpy()
+        for s, s_t in zip(group.state, state_t):
+          s[rows] = s_t.numpy()
+        obs_t = state_t = None
+        self._finish(call, group, rows[finished], ended[finished])
+    except BaseException as e:  # surfaced in the caller's thread.
+      call.errors.append(e)
+      with call.lock:
+        call.jobs.clear()
+
+  def _finish(self, call: _Call, group: _Group, slots_done: np.ndarray,
+              ended: np.ndarray) -> None:
+    """Records the episodes of `slots_done` (rows of the group) and deals their next jobs."""
+    reset, reset_jobs = [], []
+    auto_reset = getattr(self.env, "auto_reset", True)
+    for i, env_ended in zip(slots_done, ended):
+      job = (group.net[i], group.epi[i])
+      call.returns[job], call.lengths[job] = group.ret[i], group.length[i]
+      if self.observation_filter is not None:
+        total, squares = group.state[-2], group.state[-1]
+        if call.observe is not None and call.observe[job]:
+          call.sums.append((*job, total[i].copy(), squares[i].copy(), int(group.length[i])))
+        total[i], squares[i] = 0.0, 0.0
+      group.ret[i], group.length[i] = 0.0, 0
+      job = call.next_job()
+      group.net[i], group.epi[i] = job if job is not None else (-1, 0)
+      if job is not None and (call.seeds is not None or not env_ended or not auto_reset):
+        # Seeded; or capped mid-episode, or not reset by the env.
+        reset.append(i)
+        reset_jobs.append(job)
+    if reset:
+      reset = np.array(reset)
+      seeds = None if call.seeds is None else [call.seeds[job] for job in reset_jobs]
+      group.obs[reset] = self.env.reset(group.slots[reset], seeds=seeds).numpy()
+      self._check_finite(group.obs[reset], reset_jobs, call)

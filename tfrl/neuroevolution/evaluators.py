@@ -1,9 +1,10 @@
 """How GA, ES and random search get their networks played: one interface.
 
     evaluator.set_center(theta)                 # ES: the root of CENTER chains
+    evaluator.set_normalization(mean, std)      # with --obs_norm: this generation's
     evaluator.remember(parents)                 # chains whose children come next
     evaluator.prepare(next_population)          # may build their weights ahead
-    result = evaluator.evaluate(genomes, episodes, seeds, expected_steps)
+    result = evaluator.evaluate(genomes, episodes, seeds, expected_steps, observe)
 
 Networks are named by seed chains (`genome.Genome`), never by weights, so the
 same call can be played in this process (`LocalEvaluator`) or dealt to Ray
@@ -57,18 +58,24 @@ class Evaluator(abc.ABC):
 
   @abc.abstractmethod
   def evaluate(self, genomes: Sequence[genome_lib.Genome], episodes: int,
-               seeds: np.ndarray,
-               expected_steps: Optional[Sequence[float]] = None) -> EvalResult:
+               seeds: np.ndarray, expected_steps: Optional[Sequence[float]] = None,
+               observe: Optional[np.ndarray] = None) -> EvalResult:
     """Plays `episodes` episodes of each genome, episode (i, e) from seeds[i, e].
 
     `expected_steps` (one per genome, optional) only orders the work: the
-    result is the same without it. Rows of the result follow `genomes`.
-    Raises `Stopped` after `stop()`.
+    result is the same without it. `observe` ([genomes, episodes] bool,
+    optional; needs observation normalization): the result's `observations`
+    holds those episodes' observation sums. Rows of the result follow
+    `genomes`. Raises `Stopped` after `stop()`.
     """
 
   def set_center(self, center: np.ndarray) -> None:
     """The root of CENTER chains from now on (ES's theta)."""
     raise NotImplementedError(f"{type(self).__name__} does not take a centre.")
+
+  def set_normalization(self, mean: np.ndarray, std: np.ndarray) -> None:
+    """The observation statistics every network plays with from now on."""
+    raise NotImplementedError(f"{type(self).__name__} does not normalize observations.")
 
   def remember(self, genomes: Sequence[genome_lib.Genome]) -> None:
     """A hint: the next genomes descend from these (keep their weights)."""
@@ -180,7 +187,11 @@ class LocalEvaluator(Evaluator):
     self.last_statistics = (self.normalizer.apply(len(genomes))
                             if self.normalizer is not None else None)
 
-  def evaluate(self, genomes, episodes, seeds, expected_steps=None) -> EvalResult:
+  def set_normalization(self, mean: np.ndarray, std: np.ndarray) -> None:
+    self.pipelined.set_normalization(mean, std)
+
+  def evaluate(self, genomes, episodes, seeds, expected_steps=None,
+               observe=None) -> EvalResult:
     genomes = list(genomes)
     if genomes and all(g in self._rows for g in genomes):
       rows = [self._rows[g] for g in genomes]
@@ -188,7 +199,7 @@ class LocalEvaluator(Evaluator):
       self.load(genomes)
       rows = len(genomes)
     self._start_prepared()  # builds the next call's weights while these play
-    return self.pipelined.evaluate(rows, episodes, expected_steps, seeds)
+    return self.pipelined.evaluate(rows, episodes, expected_steps, seeds, observe)
 
   def stop(self) -> None:
     self.pipelined.stop()

@@ -18,6 +18,12 @@ episode), so a run gives the same result on any evaluator.
 Random search (`random_search=True`, "the GA with no selection") draws a fresh
 random population every generation and keeps the best re-evaluated
 individual ever seen as the elite.
+
+With observation normalization (`--obs_norm`, `normalization.py`) every call
+of a generation, the elite candidates' re-evaluation included, plays with the
+statistics fixed at its start; a fraction of step 1's episodes update them
+afterwards. The elite (always among the candidates) is thus scored, and
+exported, with the statistics of the generation that last scored it.
 """
 
 import dataclasses
@@ -29,6 +35,7 @@ import numpy as np
 from tfrl import flagconfig
 from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import genome as genome_lib
+from tfrl.neuroevolution import normalization
 from tfrl.neuroevolution import settings
 from tfrl.neuroevolution.metrics import generation_metrics
 from tfrl.neuroevolution.metrics import rankable
@@ -100,7 +107,13 @@ class GeneticAlgorithm:
                        f"{config.population}.")
     self.config = config
     self.name = "random_search" if config.random_search else "ga"
-    self.layout = layout
+    self.genome_layout = layout
+    self.normalizer = None
+    if config.normalization.enabled:
+      self.normalizer = normalization.Normalizer(config.normalization,
+                                                 layout.observation_shape)
+    # What the exported elite is: the genome, with its normalization if any.
+    self.layout = self.normalizer.export_layout(layout) if self.normalizer else layout
     self.table = table
     self.evaluator = evaluator
     self.generation = 0
@@ -115,7 +128,7 @@ class GeneticAlgorithm:
     return np.random.default_rng([self.config.seed, self.generation, stream])
 
   def _random_genomes(self, rng, count) -> List[genome_lib.Genome]:
-    offsets = self.table.sample_offsets(rng, self.layout.dim, count)
+    offsets = self.table.sample_offsets(rng, self.genome_layout.dim, count)
     return [genome_lib.Genome(int(o)) for o in offsets]
 
   def step(self) -> Dict[str, float]:
@@ -125,10 +138,13 @@ class GeneticAlgorithm:
     if self.population is None:
       self.population = self._random_genomes(self._rng(0), cfg.population)
     pop = self.population
-    res = self.evaluator.evaluate(
-        pop, cfg.episodes_per_eval,
-        self._seeds(POPULATION_PHASE, len(pop), cfg.episodes_per_eval),
-        expected_steps=self._expected_steps)
+    seeds = self._seeds(POPULATION_PHASE, len(pop), cfg.episodes_per_eval)
+    observe = {}
+    if self.normalizer is not None:
+      self.normalizer.begin(self.evaluator)
+      observe = {"observe": self.normalizer.observe(seeds)}
+    res = self.evaluator.evaluate(pop, cfg.episodes_per_eval, seeds,
+                                  expected_steps=self._expected_steps, **observe)
     fitness = res.fitness
     frames = res.frames
     # NaN returns rank last (never a parent); generation_metrics counts them.
@@ -149,7 +165,7 @@ class GeneticAlgorithm:
       parents = [pop[i] for i in order[:cfg.truncation]]
       self.evaluator.remember(parents)
       choice = rng.integers(0, len(parents), size=cfg.population - 1)
-      offsets = self.table.sample_offsets(rng, self.layout.dim, cfg.population - 1)
+      offsets = self.table.sample_offsets(rng, self.genome_layout.dim, cfg.population - 1)
       children = [None] + [parents[c].child(o, cfg.mutation_power)
                            for c, o in zip(choice, offsets)]
     self.evaluator.prepare(children)
@@ -160,6 +176,8 @@ class GeneticAlgorithm:
     scores = elite_res.fitness
     best = int(np.argmax(rankable(scores)))
     self.elite, self.elite_score = candidates[best], float(scores[best])
+    if self.normalizer is not None:
+      self.normalizer.end(res)
 
     if cfg.random_search:
       self._expected_steps = None
@@ -180,10 +198,13 @@ class GeneticAlgorithm:
   def elite_params(self) -> np.ndarray:
     if self.elite is None:
       raise ValueError("no elite yet: run at least one generation.")
-    builder = genome_lib.ParamBuilder(self.table, self.layout.init_scale, cache_size=0)
-    return builder.build(self.elite, cache=False)
+    builder = genome_lib.ParamBuilder(self.table, self.genome_layout.init_scale,
+                                      cache_size=0)
+    params = builder.build(self.elite, cache=False)
+    return self.normalizer.export_params(params) if self.normalizer else params
 
   def state(self):
+    norm = self.normalizer
     return {
         "algorithm": self.name,
         "generation": self.generation,
@@ -191,21 +212,25 @@ class GeneticAlgorithm:
         "config": dataclasses.asdict(self.config),
         "noise_seed": self.table.seed,
         "noise_size": self.table.size,
-        "param_dim": self.layout.dim,
+        "param_dim": self.genome_layout.dim,
         "population": [g.to_json() for g in self.population],
         "elite": self.elite.to_json() if self.elite is not None else None,
         "elite_score": self.elite_score,
-    }, None
+        "observation_normalization": norm.config.identity() if norm else None,
+    }, norm.arrays() if norm else None
 
   def restore(self, state: dict, arrays=None) -> None:
     if state.get("algorithm") != self.name:
       raise ValueError(f"checkpoint is for {state.get('algorithm')!r}, not {self.name!r}.")
+    dim = self.genome_layout.dim
     if (state["noise_seed"], state["noise_size"], state["param_dim"]) != (
-        self.table.seed, self.table.size, self.layout.dim):
+        self.table.seed, self.table.size, dim):
       raise ValueError(
           "checkpoint noise table / network do not match this run: "
           f"(seed, size, D) = {(state['noise_seed'], state['noise_size'], state['param_dim'])}"
-          f" vs {(self.table.seed, self.table.size, self.layout.dim)}.")
+          f" vs {(self.table.seed, self.table.size, dim)}.")
+    normalization.check_resume(state.get("observation_normalization"), self.normalizer,
+                               arrays)
     self.generation = int(state["generation"])
     self.frames = int(state["frames"])
     self.population = [genome_lib.Genome.from_json(g) for g in state["population"]]

@@ -16,7 +16,7 @@ relu), and uint8 frames enter the first convolution as they are, scaled by
 1/255 inside the op.
 
 Architectures (`NetworkConfig.arch`):
-  * `mlp`: dense layers `hidden` (ReLU) then the policy layer.
+  * `mlp`: dense layers `hidden` (ReLU, or tanh: `activation`) then the policy layer.
   * `small`: the GA3C/DQN-2013 net, conv 16 8x8/4, conv 32 4x4/2, dense 256.
   * `large`: the Nature DQN net, conv 32 8x8/4, 64 4x4/2, 64 3x3/1, dense 512
     (the net of Such et al. 2017).
@@ -30,7 +30,8 @@ mask of `target_sparsity`, drawn from the spec seed; the genome holds only the
 kept weights); `gst` (circulant when fan-in and fan-out are >= gst_min_dim,
 else pruned). Convolutions have no circulant variant and fall back to dense.
 The genome is the flat vector of compact parameters; `expand` turns it into
-the full kernels that the op multiplies.
+the full kernels that the op multiplies; the layout's `heads.ActionHead`
+turns the policy outputs into actions (argmax, or bounded continuous actions).
 """
 
 import dataclasses
@@ -44,6 +45,7 @@ from tfrl import networks
 from tfrl.layers import circulant
 from tfrl.layers import gst
 from tfrl.layers import spec as spec_lib
+from tfrl.neuroevolution import heads
 from tfrl.ops import population as pop_ops
 from tfrl.ops import population_delta as delta_ops
 
@@ -52,6 +54,7 @@ ARCHS = ("mlp", "small", "large")
 _CONV_NETS = {"small": networks.CONV_NETS["atari"], "large": networks.CONV_NETS["nature"]}
 WEIGHT_DTYPES = ("float32", "bfloat16")
 CONV_INPUT_DTYPES = pop_ops.CONV_INPUT_DTYPES
+ACTIVATIONS = ("relu", "tanh")
 
 
 def round_kernel(kernel, weight_dtype: str) -> np.ndarray:
@@ -82,6 +85,7 @@ class NetworkConfig:
       and accumulates the products in float32, in AMX tiles on CPUs that have
       AMX-BF16 (several times the float32 rate). The played and exported
       network rounds its convolution inputs the same way. No effect on `mlp`.
+    activation: of the hidden layers, `relu`, or `tanh` (the `mlp` only).
   """
 
   arch: str = "large"
@@ -90,6 +94,7 @@ class NetworkConfig:
   use_op: Optional[bool] = None
   weight_dtype: str = "float32"
   conv_input_dtype: str = "float32"
+  activation: str = "relu"
 
   def __post_init__(self):
     if self.arch not in ARCHS:
@@ -105,6 +110,9 @@ class NetworkConfig:
     if self.conv_input_dtype == "bfloat16" and self.weight_dtype != "bfloat16":
       raise ValueError("conv_input_dtype='bfloat16' requires weight_dtype='bfloat16' "
                        f"(bfloat16 kernels), got weight_dtype={self.weight_dtype!r}.")
+    if self.activation not in (ACTIVATIONS if self.arch == "mlp" else ("relu",)):
+      raise ValueError(f"--activation must be relu, or tanh for the mlp; got "
+                       f"{self.activation!r} for arch {self.arch!r}.")
 
 
 @dataclasses.dataclass
@@ -149,13 +157,15 @@ def _layer_kind(spec: spec_lib.LayerSpec, k: int, n: int, conv: bool) -> str:
 
 
 class ParamLayout:
-  """The flat genome layout of one architecture for given observation/action sizes."""
+  """The flat genome layout of an architecture for given observations and head
+  (`head` None: Discrete(num_actions))."""
 
   def __init__(self, config: NetworkConfig, observation_shape: Sequence[int],
-               num_actions: int):
+               num_actions: int, head: Optional[heads.ActionHead] = None):
     self.config = config
     self.observation_shape = tuple(int(d) for d in observation_shape)
-    self.num_actions = int(num_actions)
+    self.head = head or heads.discrete(num_actions)
+    self.num_actions = self.head.size
     plan = spec_lib.as_plan(config.layer_plan)
     layers: List[LayerLayout] = []
     scales: List[np.ndarray] = []
@@ -226,7 +236,9 @@ class ParamLayout:
   def describe(self) -> str:
     full = sum(l.k * l.n + l.n for l in self.layers)
     kinds = ",".join(f"{l.name}:{l.kind}" for l in self.layers)
-    return f"{self.config.arch} D={self.dim} (full {full}) [{kinds}]"
+    extra = "" if self.config.activation == "relu" else f" {self.config.activation}"
+    extra += "" if self.head.is_discrete else f" -> {self.head.describe()}"
+    return f"{self.config.arch} D={self.dim} (full {full}) [{kinds}]{extra}"
 
 
 def preprocess(obs: tf.Tensor) -> tf.Tensor:
@@ -343,13 +355,16 @@ class PopulationNetwork(tf.Module):
         scale = 1.0
       else:
         h = pop_ops.population_matmul(tf.reshape(h, [batch, 1, layer.k]), kernel, index,
-                                      active, bias=bias.value(), relu=layer.relu,
+                                      active, bias=bias.value(), relu=layer.relu and
+                                      self.layout.config.activation == "relu",
                                       use_op=self.use_op)[:, 0, :]
+        if layer.relu and self.layout.config.activation == "tanh":
+          h = tf.tanh(h)
     return h
 
   def act(self, obs, index, active):
-    """Greedy actions [B] int32."""
-    return tf.argmax(self(obs, index, active), axis=-1, output_type=tf.int32)
+    """The head's actions: greedy [B] int32, or continuous [B, D] float32."""
+    return self.layout.head.actions(self(obs, index, active))
 
   def incremental_state_specs(self, obs_dtype=tf.uint8) -> List[tf.TensorSpec]:
     """Specs of the state of `incremental_logits` (batch dimension None).
@@ -358,9 +373,9 @@ class PopulationNetwork(tf.Module):
     each layer's output before its bias (what `population_delta_conv2d`
     updates step by step).
     """
-    if self.conv_input_dtype == "bfloat16":
-      raise ValueError("incremental inference needs float32 convolution inputs, got "
-                       "conv_input_dtype='bfloat16'.")
+    if self.conv_input_dtype == "bfloat16" or self.layout.config.activation != "relu":
+      raise ValueError("incremental inference needs float32 convolution inputs and "
+                       "ReLU layers.")
     obs_dtype = tf.as_dtype(obs_dtype)
     if obs_dtype != tf.uint8:
       obs_dtype = tf.float32
@@ -434,15 +449,17 @@ class PopulationNetwork(tf.Module):
 class SingleNetwork(tf.Module):
   """One network of a layout as plain TF ops (conv2d / matmul), for export.
 
-  `__call__(obs)` returns `{"probs", "action"}` (greedy action), the tfrl
-  policy format of `tfrl.export`. It computes what the population network
-  computes: kernels rounded as stored, and with `conv_input_dtype="bfloat16"`
-  each convolution's input cast to bfloat16 and back.
+  `__call__(obs)` returns the head's outputs (`tfrl.export`'s policy format).
+  It computes what the population network computes: kernels rounded as stored,
+  with `conv_input_dtype="bfloat16"` each convolution's input cast to bfloat16
+  and back, observations normalized first by `layout.observation_filter`, if any.
   """
 
   def __init__(self, layout: ParamLayout, flat: np.ndarray, name=None):
     super().__init__(name=name)
     self.layout = layout
+    make_filter = getattr(layout, "observation_filter", None)
+    self.observation_filter = make_filter(flat) if make_filter else None
     expanded = layout.expand(np.asarray(flat, np.float32).reshape(1, -1))
     self.round_conv_inputs = layout.config.conv_input_dtype == "bfloat16"
     self.kernels, self.biases = [], []
@@ -458,6 +475,8 @@ class SingleNetwork(tf.Module):
 
   def logits(self, obs):
     h = preprocess(obs)
+    if self.observation_filter is not None:
+      h = self.observation_filter(h)
     for layer, kernel, bias in zip(self.layout.layers, self.kernels, self.biases):
       if layer.conv is not None:
         if self.round_conv_inputs:
@@ -466,10 +485,8 @@ class SingleNetwork(tf.Module):
       else:
         h = tf.matmul(tf.reshape(h, [-1, layer.k]), kernel) + bias
       if layer.relu:
-        h = tf.nn.relu(h)
+        h = tf.tanh(h) if self.layout.config.activation == "tanh" else tf.nn.relu(h)
     return h
 
   def __call__(self, obs):
-    logits = self.logits(obs)
-    return {"probs": tf.nn.softmax(logits, axis=-1),
-            "action": tf.argmax(logits, axis=-1, output_type=tf.int32)}
+    return self.layout.head.policy_outputs(self.logits(obs))

@@ -9,8 +9,10 @@ population network, noise table and parent cache, with TF's thread pools
 sized to its CPUs and the compiled ops loaded in its own process. A call is
 cut into chunks of (networks, episodes); one chunk at a time goes to each
 idle actor, the largest first. Only seed chains travel to the actors (and
-ES's centre, once per change, through the object store); only returns and
-lengths come back. No weights and no TF objects cross a process boundary.
+ES's centre, once per change, through the object store; the observation
+statistics, once per generation); only returns and lengths come back, and
+the observation sums of the episodes that `observe` names. No weights and
+no TF objects cross a process boundary.
 
 Every episode starts from its own seed, so a chunk gives the same result on
 any actor: when an actor dies (its process killed, its node gone), its chunk
@@ -36,6 +38,7 @@ import numpy as np
 from tfrl import flagconfig
 from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import genome as genome_lib
+from tfrl.neuroevolution import normalization
 from tfrl.neuroevolution import worker as worker_lib
 
 Genome = genome_lib.Genome
@@ -145,6 +148,7 @@ class PopulationWorker:
     self.local = worker_lib.build_local(spec, table)
     self.frames_per_step = self.local.pipelined.frames_per_step
     self._center_version = None
+    self._normalization_version = None
     self._remember_version = None
     self._exit_after = None
     self.startup_seconds = time.time() - start
@@ -164,6 +168,11 @@ class PopulationWorker:
         import ray  # pylint: disable=import-outside-toplevel
         self.local.set_center(ray.get(ref[0]))
         self._center_version = version
+    if request.get("normalization") is not None:
+      version, mean, std = request["normalization"]
+      if version != self._normalization_version:
+        self.local.set_normalization(mean, std)
+        self._normalization_version = version
     if request.get("remember") is not None:
       version, chains = request["remember"]
       if version != self._remember_version:
@@ -175,11 +184,11 @@ class PopulationWorker:
     start = time.perf_counter()
     genomes = [Genome.from_json(c) for c in request["genomes"]]
     res = self.local.evaluate(genomes, request["episodes"], request["seeds"],
-                              request.get("expected_steps"))
+                              request.get("expected_steps"), request.get("observe"))
     if self._exit_after is not None:
       os._exit(1)
     return {"returns": res.returns, "lengths": res.lengths,
-            "seconds": time.perf_counter() - start}
+            "observations": res.observations, "seconds": time.perf_counter() - start}
 
 
 class RayEvaluator(evaluators.Evaluator):
@@ -230,6 +239,7 @@ class RayEvaluator(evaluators.Evaluator):
     self.bytes_received = 0
     self.worker_seconds = 0.0     # time the workers spent on chunks (for overhead)
     self._center = None           # (version, array, [ref])
+    self._normalization = None    # (version, mean, std)
     self._remember = None         # (version, [chains])
     self._workers: Dict[int, dict] = {}   # live and starting actors by id
     self._next_id = 0
@@ -247,7 +257,8 @@ class RayEvaluator(evaluators.Evaluator):
     wid = self._next_id
     self._next_id += 1
     self._workers[wid] = {"actor": actor, "ready": actor.ready.remote(), "alive": False,
-                          "center": None, "remember": None, "started": time.time()}
+                          "center": None, "normalization": None, "remember": None,
+                          "started": time.time()}
 
   def _on_ready(self, wid: int) -> None:
     w = self._workers[wid]
@@ -323,12 +334,20 @@ class RayEvaluator(evaluators.Evaluator):
     version = 0 if self._center is None else self._center[0] + 1
     self._center = (version, center.copy(), [self._ray.put(center)])
 
+  def set_normalization(self, mean: np.ndarray, std: np.ndarray) -> None:
+    mean, std = np.asarray(mean, np.float32), np.asarray(std, np.float32)
+    if self._normalization is not None and np.array_equal(self._normalization[1], mean) \
+        and np.array_equal(self._normalization[2], std):
+      return
+    version = 0 if self._normalization is None else self._normalization[0] + 1
+    self._normalization = (version, mean.copy(), std.copy())
+
   def remember(self, genomes) -> None:
     version = 0 if self._remember is None else self._remember[0] + 1
     self._remember = (version, [g.to_json() for g in genomes])
 
-  def _request(self, wid: int, chunk: Chunk, genomes, episodes_all: int, seeds,
-               expected_steps) -> dict:
+  def _request(self, wid: int, chunk: Chunk, genomes, seeds, expected_steps,
+               observe) -> dict:
     w = self._workers[wid]
     nets = slice(chunk.first, chunk.first + chunk.count)
     eps = slice(chunk.episode, chunk.episode + chunk.episodes)
@@ -338,7 +357,11 @@ class RayEvaluator(evaluators.Evaluator):
         "seeds": np.ascontiguousarray(seeds[nets, eps]),
         "expected_steps": (None if expected_steps is None
                            else np.asarray(expected_steps)[nets]),
+        "observe": None if observe is None else np.ascontiguousarray(observe[nets, eps]),
     }
+    if self._normalization is not None and w["normalization"] != self._normalization[0]:
+      request["normalization"] = self._normalization
+      w["normalization"] = self._normalization[0]
     extra = 0
     if self._center is not None and w["center"] != self._center[0]:
       request["center"] = (self._center[0], self._center[2])
@@ -350,7 +373,8 @@ class RayEvaluator(evaluators.Evaluator):
     self.bytes_sent += len(pickle.dumps(request)) + extra
     return request
 
-  def evaluate(self, genomes, episodes, seeds, expected_steps=None) -> evaluators.EvalResult:
+  def evaluate(self, genomes, episodes, seeds, expected_steps=None,
+               observe=None) -> evaluators.EvalResult:
     genomes = list(genomes)
     seeds = np.asarray(seeds, np.int64)
     n = len(genomes)
@@ -359,6 +383,7 @@ class RayEvaluator(evaluators.Evaluator):
     start = time.time()
     returns = np.zeros((n, episodes), np.float64)
     lengths = np.zeros((n, episodes), np.int64)
+    observed = []   # each chunk's observation sums, keyed by the whole call's rows
     target = max(1, len(self._workers)) * self.config.chunks_per_worker
     queue = collections.deque(make_chunks(n, episodes, target, expected_steps))
     running: Dict[object, tuple] = {}   # task ref -> (worker id, chunk)
@@ -370,7 +395,7 @@ class RayEvaluator(evaluators.Evaluator):
       for wid, w in list(self._workers.items()):
         if queue and w["alive"] and wid not in busy:
           chunk = queue.popleft()
-          request = self._request(wid, chunk, genomes, episodes, seeds, expected_steps)
+          request = self._request(wid, chunk, genomes, seeds, expected_steps, observe)
           running[w["actor"].evaluate.remote(request)] = (wid, chunk)
       starting = {w["ready"]: wid for wid, w in self._workers.items() if w["ready"]}
       if not running:
@@ -400,15 +425,22 @@ class RayEvaluator(evaluators.Evaluator):
                    f"{chunk.first + chunk.count - 1}) re-dealt: worker {wid} died")
           self._lose(wid, f"lost ({_reason(e)})")
           continue
+        except self._ray.exceptions.RayTaskError as e:
+          raise _task_error(e) from None
         self.bytes_received += len(pickle.dumps(out))
         self.worker_seconds += out["seconds"]
         nets = slice(chunk.first, chunk.first + chunk.count)
         eps = slice(chunk.episode, chunk.episode + chunk.episodes)
         returns[nets, eps] = out["returns"]
         lengths[nets, eps] = out["lengths"]
+        if out.get("observations") is not None:
+          observed.append(out["observations"].shifted(chunk.first, chunk.episode))
     steps = int(lengths.sum())
+    sums = None
+    if observe is not None:
+      sums = normalization.EpisodeSums.concat(observed, self.spec.observation_shape[0])
     return evaluators.EvalResult(returns, lengths, steps * self.frames_per_step, steps,
-                                 time.time() - start)
+                                 time.time() - start, sums)
 
   def stop(self) -> None:
     self._stop.set()
@@ -427,6 +459,15 @@ class RayEvaluator(evaluators.Evaluator):
   def describe(self) -> str:
     return (f"ray: {self.workers_alive} workers x {self.spec.num_envs} slots in "
             f"{self.spec.slot_groups} groups, {self.config.worker_cpus:g} CPUs each")
+
+
+def _task_error(error) -> BaseException:
+  """A worker's bad-input error (ValueError: e.g. a NaN observation) as one line;
+  any other error of a task as it is."""
+  cause = getattr(error, "cause", None)
+  if isinstance(cause, ValueError):
+    return ValueError(_reason(cause))
+  return error
 
 
 def _reason(error: BaseException) -> str:

@@ -12,8 +12,9 @@
 `tfrl.neuroevolution.cli` defines the flags of these fields (name, default and
 help written once, `tfrl/flagconfig.py`) and builds the config; each part
 checks its own values (ValueError), and library code reads the config, never
-FLAGS. `population`, `seed` and `episodes_per_eval` belong to the algorithm's
-config (`SearchConfig`, the base of `GAConfig` and `ESConfig`).
+FLAGS. `population`, `seed`, `episodes_per_eval` and the observation
+normalization (`--obs_norm*`) belong to the algorithm's config
+(`SearchConfig`, the base of `GAConfig` and `ESConfig`).
 """
 
 import dataclasses
@@ -21,7 +22,9 @@ from typing import Any, Optional, Tuple
 
 from tfrl import flagconfig
 from tfrl.envs.protocol import EnvProtocol
+from tfrl.neuroevolution import heads
 from tfrl.neuroevolution import noise as noise_lib
+from tfrl.neuroevolution import normalization as normalization_lib
 from tfrl.neuroevolution import population_net
 from tfrl.neuroevolution import ray_evaluator
 
@@ -36,6 +39,8 @@ class SearchConfig:
   seed: int = flagconfig.field(
       0, "Seed of the algorithm (and of the noise table and the env slots).")
   episodes_per_eval: int = flagconfig.field(1, "Episodes per individual per generation.")
+  normalization: normalization_lib.NormalizationConfig = flagconfig.nested(
+      normalization_lib.NormalizationConfig)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +51,14 @@ class NetworkSettings:
       "32/64/64/512); auto = mlp for vector obs, large for Atari.",
       choices=("auto",) + tuple(population_net.ARCHS))
   hidden: Tuple[int, ...] = flagconfig.field((64, 64), "Hidden sizes of the mlp arch.")
+  activation: str = flagconfig.field(
+      "relu", "Activation of the hidden layers: relu, or tanh (the mlp only).",
+      choices=population_net.ACTIVATIONS)
+  action_head: str = flagconfig.field(
+      "tanh", "Continuous (Box) action spaces: one output per action dimension, "
+      "scaled to the action bounds by tanh, or linear (clipped to the bounds). "
+      "Discrete actions are the argmax of the outputs either way.",
+      choices=heads.SQUASHES)
   matmul: str = flagconfig.field(
       "auto", "auto: the compiled population op when built; op: require it; "
       "reference: the pure-TF gather+matmul.", choices=("auto", "op", "reference"))
@@ -86,7 +99,8 @@ class NetworkSettings:
     return population_net.NetworkConfig(
         arch=arch, hidden=self.hidden, layer_plan=layer_plan,
         use_op={"auto": None, "op": True, "reference": False}[self.matmul],
-        weight_dtype=self.weight_dtype, conv_input_dtype=self.conv_input_dtype)
+        weight_dtype=self.weight_dtype, conv_input_dtype=self.conv_input_dtype,
+        activation=self.activation)
 
   def incremental(self, config: population_net.NetworkConfig) -> bool:
     """Whether `inference` asks for incremental inference of this network."""
@@ -135,9 +149,13 @@ class NeuroevolutionConfig:
     if not isinstance(self.algorithm, SearchConfig):
       raise ValueError(f"NeuroevolutionConfig.algorithm must be a GAConfig or ESConfig, "
                        f"got {self.algorithm!r}.")
-    if getattr(self.algorithm, "vbn", None) is not None and self.ray.address:
-      raise ValueError("--virtual_batch_norm is not supported with --ray_address yet "
-                       "(it runs in the local evaluator only).")
+    if getattr(self.algorithm, "vbn", None) is not None:
+      if self.ray.address:
+        raise ValueError("--virtual_batch_norm is not supported with --ray_address yet "
+                         "(it runs in the local evaluator only).")
+      if self.algorithm.normalization.enabled or self.network.activation != "relu":
+        raise ValueError("--virtual_batch_norm normalizes ReLU layers of raw observations: "
+                         "not with --obs_norm or --activation=tanh.")
 
   @property
   def uses_ray(self) -> bool:

@@ -159,6 +159,7 @@ class NormalizedLayout:
     self.config = base.config
     self.observation_shape = base.observation_shape
     self.num_actions = base.num_actions
+    self.head = base.head
     self.layers = base.layers
     self.genome_dim = base.dim
     self.stats_dim = stats_dim(base)

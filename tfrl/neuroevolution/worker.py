@@ -13,6 +13,7 @@ from tfrl.envs.protocol import EnvProtocol, make_env
 from tfrl.neuroevolution import evaluation
 from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import genome as genome_lib
+from tfrl.neuroevolution import heads
 from tfrl.neuroevolution import noise as noise_lib
 from tfrl.neuroevolution import population_net
 
@@ -44,6 +45,8 @@ class WorkerSpec:
   refresh_steps: int = 100
   cache_size: int = 64         # chains the parent cache keeps
   env_seed: int = 0            # slot i's env is seeded from (env_seed, i)
+  head: Optional[heads.ActionHead] = None  # None: Discrete(num_actions)
+  obs_norm_clip: Optional[float] = None    # observation normalization's clip (None: off)
 
   @property
   def episode_frame_cap(self) -> Optional[int]:
@@ -53,7 +56,7 @@ class WorkerSpec:
 
   def layout(self) -> population_net.ParamLayout:
     return population_net.ParamLayout(self.network, self.observation_shape,
-                                      self.num_actions)
+                                      self.num_actions, self.head)
 
 
 def build_local(spec: WorkerSpec, table: Optional[noise_lib.NoiseTable] = None
@@ -67,6 +70,6 @@ def build_local(spec: WorkerSpec, table: Optional[noise_lib.NoiseTable] = None
   pipelined = evaluation.PipelinedEvaluator(
       env, network, num_groups=spec.slot_groups,
       episode_frame_cap=spec.episode_frame_cap, incremental=spec.incremental,
-      refresh_steps=spec.refresh_steps)
+      refresh_steps=spec.refresh_steps, obs_norm_clip=spec.obs_norm_clip)
   builder = genome_lib.ParamBuilder(table, layout.init_scale, cache_size=spec.cache_size)
   return evaluators.LocalEvaluator(pipelined, builder)
