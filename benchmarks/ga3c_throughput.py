@@ -34,6 +34,9 @@ _SECONDS = flags.DEFINE_float("seconds", 60.0, "Measured seconds per mode.")
 _WARMUP = flags.DEFINE_float("warmup", 15.0, "Warm-up seconds (not counted).")
 _AGENTS = flags.DEFINE_integer("agents", 8, "GA3C agents.")
 _ENVS_PER_AGENT = flags.DEFINE_integer("envs_per_agent", 4, "Slots per agent.")
+_PRECISION = flags.DEFINE_enum(
+    "precision", "float32", ["auto", "float32", "bfloat16"],
+    "GA3C's --precision for the training run (float32: as before --precision existed).")
 _OUTPUT = flags.DEFINE_string("output", "ga3c_throughput.json", "JSON path.")
 
 
@@ -62,7 +65,7 @@ def env_only_fps(game, num_envs, seconds, warmup):
   return calls * steps_per_call * num_envs * env.frame_skip / elapsed
 
 
-def training_fps(game, agents, envs_per_agent, seconds, warmup):
+def training_fps(game, agents, envs_per_agent, seconds, warmup, precision):
   logdir = tempfile.mkdtemp(prefix="ga3c_throughput_")
   config = GA3CConfig(
       protocol=EnvProtocol(game=game, repeat_action_probability=0.0), agents=agents,
@@ -71,7 +74,7 @@ def training_fps(game, agents, envs_per_agent, seconds, warmup):
       training_min_batch_size=80, training_max_batch_size=160,
       learning_rate=7e-4, rmsprop_epsilon=1e-5, loss_reduction="mean",
       grad_clip_norm=0.5, logdir=logdir, checkpoint_every=0, stats_every=10,
-      max_seconds=warmup + seconds)
+      max_seconds=warmup + seconds, precision=precision)
   system = GA3C(config)
   marks = {}
 
@@ -107,11 +110,11 @@ def main(argv):
   slots = _AGENTS.value * _ENVS_PER_AGENT.value
   env_fps = env_only_fps(_GAME.value, slots, _SECONDS.value, _WARMUP.value)
   train = training_fps(_GAME.value, _AGENTS.value, _ENVS_PER_AGENT.value,
-                       _SECONDS.value, _WARMUP.value)
+                       _SECONDS.value, _WARMUP.value, _PRECISION.value)
   ratio = train["frames_per_second"] / env_fps
   result = {
       "provenance": record, "game": _GAME.value, "emulators": slots, "agents": _AGENTS.value,
-      "envs_per_agent": _ENVS_PER_AGENT.value,
+      "envs_per_agent": _ENVS_PER_AGENT.value, "precision": _PRECISION.value,
       "env_only_frames_per_second": env_fps,
       "training": train, "training_over_env_only": ratio,
       "seconds": _SECONDS.value, "warmup": _WARMUP.value,
