@@ -55,7 +55,10 @@ def _env(home, tmp):
   # for the token (~/.ray/auth_token) and TMPDIR for the recipe's mktemp.
   env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
              PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL="3", HOME=home, TMPDIR=tmp)
-  for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS"):
+  # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, which tests/neuroevolution/test_ray.py
+  # sets in this process, would make the recipe's second `ray start` refuse.
+  for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS",
+               "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"):
     env.pop(name, None)
   return env
 
