@@ -23,6 +23,16 @@ round's best env-only run (robust when the machine's speed drifts).
 
     python benchmarks/ga_throughput.py --game=pong --archs=small,large
 
+With --preset=NAME the GA rows are replaced by the preset's own run: its
+algorithm (GA, ES or random search), network, population, slots, slot
+groups, episode cap and elite re-evaluation, built as its entry point builds
+them from its seed (--preset_flags adds flags), one whole generation per
+round; the env-only rows step the preset's slots (its game and env
+protocol, --num_envs and --slot_groups) and --game, --num_envs,
+--slot_groups and the GA-grid flags are ignored:
+
+    python benchmarks/ga_throughput.py --preset=ga_frostbite_small --rounds=3
+
 Prints a table and writes JSON (--output).
 """
 
@@ -39,6 +49,7 @@ import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks import preset_runs  # pylint: disable=g-import-not-at-top
 from benchmarks import provenance  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import evaluation  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import evaluators  # pylint: disable=g-import-not-at-top
@@ -77,6 +88,11 @@ _CAP = flags.DEFINE_integer("episode_frame_cap", 1000, "Frame cap per episode.")
 _ENV_SECONDS = flags.DEFINE_float("env_seconds", 10.0, "Env-only measuring time per round.")
 _LOOP_STEPS = flags.DEFINE_integer("loop_steps", 32, "Env-only steps per graph-loop call.")
 _OUTPUT = flags.DEFINE_string("output", "ga_throughput.json", "JSON results path.")
+_PRESET = flags.DEFINE_string(
+    "preset", "", "A neuroevolution preset on an Atari game: measure its own run "
+    "against env-only on its slots (see above).")
+_PRESET_FLAGS = flags.DEFINE_list("preset_flags", [],
+                                  "Flags appended to the preset's, e.g. population=64.")
 
 
 def env_only(env, step, groups, seconds, steps_per_call=1):
@@ -145,6 +161,25 @@ def ga_generation(algo):
           m["generation_frames"] / max(cpu, 1e-9))
 
 
+def preset_cells(preset, extra):
+  """(env-only env, {name: algorithm}, setup) of a preset: its env protocol and
+  slots for env-only (with auto-reset), its own algorithm for the other row."""
+  from tfrl.envs import protocol as protocol_lib  # pylint: disable=import-outside-toplevel
+  kind, config = preset_runs.config(preset, extra)
+  if not config.env.is_atari:
+    raise app.UsageError(f"--preset={preset} plays {config.env.env}, not an Atari game: "
+                         "use benchmarks/mujoco_throughput.py.")
+  if config.uses_ray:
+    raise app.UsageError("--preset measures the local evaluator: drop --ray_address.")
+  setup, algorithm = preset_runs.build(kind, config)
+  spec = setup.spec
+  env = protocol_lib.make_env(config.env, spec.num_envs, spec.env_seed)
+  print(f"preset={preset} ({kind}) {setup.evaluator.describe()} | "
+        f"{setup.layout.describe()} | cpus={os.cpu_count()}", flush=True)
+  algorithm.step()  # warm-up generation: tracing, the first population's weights
+  return env, {f"{kind}, preset {preset}": algorithm}, setup
+
+
 def main(argv):
   del argv
   unknown = sorted(set(_PRECISIONS.value) - set(PRECISIONS))
@@ -158,10 +193,17 @@ def main(argv):
                          "drop bfloat16_conv_inputs from --precisions.")
   record = provenance.provenance()
   pop_ops.load_library()
-  from tfrl.envs import AtariEnv  # pylint: disable=import-outside-toplevel
-  env = AtariEnv(_GAME.value, _NUM_ENVS.value, seed=0)
-  print(f"game={_GAME.value} slots={_NUM_ENVS.value} population={_POPULATION.value} "
-        f"frame_skip={env.frame_skip} cap={_CAP.value} cpus={os.cpu_count()}", flush=True)
+  preset_setup = None
+  if _PRESET.value:
+    env, cells, preset_setup = preset_cells(_PRESET.value, _PRESET_FLAGS.value)
+    groups = [str(preset_setup.spec.slot_groups)]
+  else:
+    from tfrl.envs import AtariEnv  # pylint: disable=import-outside-toplevel
+    env = AtariEnv(_GAME.value, _NUM_ENVS.value, seed=0)
+    groups = _GROUPS.value
+    print(f"game={_GAME.value} slots={_NUM_ENVS.value} population={_POPULATION.value} "
+          f"frame_skip={env.frame_skip} cap={_CAP.value} cpus={os.cpu_count()}", flush=True)
+
   @tf.function(input_signature=[tf.TensorSpec([None], tf.int32)])
   def random_step(slots):
     actions = tf.random.uniform(tf.shape(slots), 0, env.num_actions, tf.int32)
@@ -177,13 +219,14 @@ def main(argv):
     return tf.while_loop(lambda i, obs: i < loop_steps, body,
                          (tf.constant(0), env.observe(slots)), parallel_iterations=1)[1:]
 
-  # The GA's slots as the entry points make them: no auto-reset (each episode
-  # starts with its own seeded reset, the only reset it spends).
-  ga_env = AtariEnv(_GAME.value, _NUM_ENVS.value, seed=0, auto_reset=False)
-  cells = {(arch, int(g), dt, int(e), inf): make_ga(ga_env, arch, int(g), dt, int(e), inf)
-           for arch in _ARCHS.value for dt in _PRECISIONS.value for e in _EPISODES.value
-           for inf in _INFERENCES.value for g in _GROUPS.value}
-  env_cells = {f"env-only groups={g}{name}": (int(g), fn, n) for g in _GROUPS.value
+  if not _PRESET.value:
+    # The GA's slots as the entry points make them: no auto-reset (each episode
+    # starts with its own seeded reset, the only reset it spends).
+    ga_env = AtariEnv(_GAME.value, _NUM_ENVS.value, seed=0, auto_reset=False)
+    cells = {(arch, int(g), dt, int(e), inf): make_ga(ga_env, arch, int(g), dt, int(e), inf)
+             for arch in _ARCHS.value for dt in _PRECISIONS.value for e in _EPISODES.value
+             for inf in _INFERENCES.value for g in _GROUPS.value}
+  env_cells = {f"env-only groups={g}{name}": (int(g), fn, n) for g in groups
                for name, fn, n in (("", random_step, 1), (" loop", random_loop, loop_steps))}
   results = {key: [] for key in env_cells}
   results.update({key: [] for key in cells})
@@ -223,14 +266,18 @@ def main(argv):
                  "rounds": [list(r) for r in runs]})
     print(f"{name:<52} | {wall:>13.0f} | {per_cpu:>12.0f} | {wall / base_wall:>11.2f} | "
           f"{per_cpu / base_cpu:>15.2f} | {round_ratio:>18.2f}")
+  shape = ({"preset": _PRESET.value, "preset_flags": _PRESET_FLAGS.value,
+            "evaluator": preset_setup.evaluator.describe()} if preset_setup else
+           {"game": _GAME.value, "num_envs": _NUM_ENVS.value, "population": _POPULATION.value,
+            "episode_frame_cap": _CAP.value})
   with open(_OUTPUT.value, "w") as f:
-    json.dump({"provenance": record, "game": _GAME.value, "num_envs": _NUM_ENVS.value,
-               "population": _POPULATION.value, "episode_frame_cap": _CAP.value,
-               "cpus": os.cpu_count(),
+    json.dump({"provenance": record, **shape, "cpus": os.cpu_count(),
                "round_fields": ["wall frames/s", "frames per CPU-second",
                                 "eval-only frames/s (GA)"],
                "results": rows}, f, indent=1)
   print(f"wrote {_OUTPUT.value}")
+  if preset_setup is not None:
+    preset_setup.evaluator.close()
   env.close()
 
 

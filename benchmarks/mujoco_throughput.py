@@ -46,6 +46,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks import preset_runs  # pylint: disable=g-import-not-at-top
 from benchmarks import provenance  # pylint: disable=g-import-not-at-top
 
 _PRESET = flags.DEFINE_string("preset", "es_humanoid", "A neuroevolution preset (flags/).")
@@ -143,45 +144,17 @@ def gym_threads(env_id: str, num_envs: int, threads: int, seconds: float) -> flo
   return float(sum(rates))
 
 
-def _config(preset: str, extra):
-  """The preset's entry point, its algorithm's class and the run's typed config."""
-  from tfrl import flagconfig  # pylint: disable=import-outside-toplevel
-  from tfrl import presets  # pylint: disable=import-outside-toplevel
-  from tfrl.neuroevolution import cli as ne_cli  # pylint: disable=import-outside-toplevel
-  from tfrl.neuroevolution import es, ga  # pylint: disable=import-outside-toplevel
-  prog = presets.entry_point(preset)
-  kind = {"tfrl.es": "es", "tfrl.ga": "ga", "tfrl.random_search": "random_search"}.get(prog)
-  if kind is None:
-    raise app.UsageError(f"--preset={preset} is not a GA, ES or random-search preset.")
-  cls = es.ESConfig if kind == "es" else ga.GAConfig
-  exclude = ga.SELECTION_FIELDS if kind == "random_search" else ()
-  fv = flags.FlagValues()
-  ne_cli.define_flags(cls, fv, exclude=exclude)
-  fv(presets.expand(["prog", f"--preset={preset}", *[f"--{f}" for f in extra]], prog))
-  overrides = {"random_search": True} if kind == "random_search" else {}
-  algorithm = flagconfig.build(cls, fv=fv, exclude=exclude, **overrides)
-  return kind, ne_cli.config_from_flags(algorithm, fv)
-
-
 def tfrl_rate(preset: str, extra, seconds: float, ray_workers: int = 0) -> dict:
   """Env steps/s of whole generations of the preset's algorithm, from its seed."""
   import dataclasses  # pylint: disable=import-outside-toplevel
-  from tfrl.neuroevolution import cli as ne_cli  # pylint: disable=import-outside-toplevel
-  from tfrl.neuroevolution import es, ga  # pylint: disable=import-outside-toplevel
-  kind, config = _config(preset, extra)
+  kind, config = preset_runs.config(preset, extra)
   if ray_workers:
     ray = dataclasses.replace(config.ray, address="local", workers=ray_workers,
                               worker_envs=max(1, config.evaluator.num_envs // ray_workers),
                               worker_slot_groups=1)
     config = dataclasses.replace(config, ray=ray)
-  setup = ne_cli.build(config, log=lambda line: None)
+  setup, algorithm = preset_runs.build(kind, config)
   try:
-    if kind == "es":
-      algorithm = es.EvolutionStrategy(config.algorithm, setup.layout, setup.table,
-                                       setup.evaluator)
-    else:
-      algorithm = ga.GeneticAlgorithm(config.algorithm, setup.layout, setup.table,
-                                      setup.evaluator)
     algorithm.step()  # warm up: tracing, the first population's weights
     steps, start = 0, time.perf_counter()
     generations = 0
@@ -220,7 +193,7 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   if _ROUNDS.value < 1 or _SECONDS.value <= 0:
     raise app.UsageError("--rounds must be >= 1 and --seconds > 0.")
-  kind, config = _config(_PRESET.value, _OVERRIDES.value)
+  kind, config = preset_runs.config(_PRESET.value, _OVERRIDES.value)
   env_id = config.env.env
   if not env_id:
     raise app.UsageError(f"--preset={_PRESET.value} plays an Atari game, not MuJoCo.")
