@@ -93,9 +93,10 @@ class GA3CConfig:
   hidden_sizes: Tuple[int, ...] = flagconfig.field(
       (64, 64), "MLP torso sizes for non-image envs.")
   precision: str = flagconfig.field(
-      "auto", "<auto|float32|bfloat16>: The network's compute dtype (variables, loss "
-      "and optimizer state stay float32). auto: bfloat16 for the conv net where the "
-      "CPU has AVX-512 BF16 or AMX-BF16 (/proc/cpuinfo), else float32.",
+      "float32", "<auto|float32|bfloat16>: The network's compute dtype (variables, "
+      "loss and optimizer state stay float32). auto: bfloat16 for the conv net where "
+      "the CPU has AVX-512 BF16 or AMX-BF16 (/proc/cpuinfo), else float32. The default "
+      "stays float32: bfloat16 sped the steps up but not a whole run (docs/ga3c.md).",
       choices=PRECISIONS)
   jit_compile_predict: bool = flagconfig.field(
       False, "XLA-compile the predictors' forward pass (the queue ops stay outside).")
