@@ -75,7 +75,7 @@ def resolve(requested: str, *, image_network: bool = True,
   if requested not in CHOICES:
     raise ValueError(f"precision must be one of {', '.join(CHOICES)}; got {requested!r}.")
   if requested != "auto":
-    return Precision(requested, requested, "forced by --precision")
+    return Precision(requested, requested, f"--precision={requested}")
   flags = cpu_flags() if flags is None else flags
   found = [f for f in BF16_CPU_FLAGS if f in flags]
   if not found:

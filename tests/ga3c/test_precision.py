@@ -357,7 +357,7 @@ class RunReportTest(tf.test.TestCase):
     result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=_REPO,
                             timeout=300, check=False)
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
-    self.assertIn("GA3C precision bfloat16 (forced by --precision); traced convs/matmuls: "
+    self.assertIn("GA3C precision bfloat16 (--precision=bfloat16); traced convs/matmuls: "
                   "train bfloat16, predict bfloat16; XLA: train off, predict off",
                   result.stderr)
     with open(os.path.join(logdir, "summary.json")) as f:
