@@ -11,7 +11,8 @@ does, in this order:
     write <logdir>/flags.txt
     until a signal or algorithm.finished():            (tfrl.stopping)
       line = algorithm.step()                          # summaries: <logdir>'s writer
-      print the line; checkpoint, export when due      (options.checkpoint_every, export_every)
+      checkpoint, export when due                      (options.checkpoint_every, export_every)
+      print algorithm.saved(line, their seconds)
     final save (a second signal abandons it):
       algorithm.end(reason); checkpoint; export; <logdir>/summary.json
 
@@ -140,6 +141,7 @@ class Algorithm(abc.ABC):
       begin()                      once, signals handled from here on
       finished(), step()           until finished() gives a reason or a signal comes
       count()                      after each step, for the checkpoint cadence
+      saved(line, seconds)         after the step's checkpoint and export, if due
       request_stop()               from the signal handler
       end(reason), export(), results()   in the final save
       close()                      always, last
@@ -175,6 +177,13 @@ class Algorithm(abc.ABC):
   def step(self) -> Optional[str]:
     """One unit of work; a console line, or None. Raises `Interrupted` when a
     stop request abandoned it half-way."""
+
+  def saved(self, line: Optional[str], seconds: Dict[str, float]) -> Optional[str]:
+    """The step's console line, once its checkpoint and export (those that
+    were due) are written; `seconds` holds the seconds each took ("checkpoint",
+    "export"). By default `line`, as `step` gave it."""
+    del seconds
+    return line
 
   @abc.abstractmethod
   def finished(self) -> Optional[str]:
@@ -317,16 +326,18 @@ class Run:
             self.store.restore(algorithm)
           reason = REQUESTED
           break
-        writer.flush()
-        if line:
-          algorithm.console.line(line)
+        seconds = {}
         count = algorithm.count()
         if checkpoints(count):
           checkpoints.done(count)
-          self._save(algorithm)
+          seconds["checkpoint"] = _timed(self._save, algorithm)
         if self.options.export and exports(count):
           exports.done(count)
-          self._export(algorithm)
+          seconds["export"] = _timed(self._export, algorithm)
+        line = algorithm.saved(line, seconds)
+        writer.flush()
+        if line:
+          algorithm.console.line(line)
     return reason, signalled.is_set()
 
   def _final_save(self, algorithm: Algorithm, reason: str, started: float) -> Dict[str, Any]:
@@ -361,6 +372,13 @@ class Run:
     if self.store.latest is None:
       return f"no checkpoint was written in {self.options.logdir}"
     return f"the checkpoint in {self.options.logdir} holds {algorithm.progress()}"
+
+
+def _timed(function: Callable[[Algorithm], Any], algorithm: Algorithm) -> float:
+  """The seconds `function(algorithm)` took."""
+  started = time.perf_counter()
+  function(algorithm)
+  return time.perf_counter() - started
 
 
 def run(build: Callable[[], Algorithm], store: CheckpointStore,

@@ -101,7 +101,7 @@ def run_config(config: NeuroevolutionConfig) -> runner.RunConfig:
       logdir=run.logdir, generations=run.generations, max_frames=run.max_frames,
       resume=run.resume, export=run.export, export_every=run.export_every,
       target_score=run.target_score, identity=config.env.identity(),
-      env_protocol=config.env)
+      env_protocol=config.env, profile_generation=run.profile_generation)
 
 
 def check_argv(argv) -> None:

@@ -34,6 +34,7 @@ from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import genome as genome_lib
 from tfrl.neuroevolution import normalization
 from tfrl.neuroevolution import settings
+from tfrl.neuroevolution import timing
 from tfrl.neuroevolution import vbn as vbn_lib
 from tfrl.neuroevolution.metrics import generation_metrics
 from tfrl.neuroevolution.metrics import rankable
@@ -183,6 +184,7 @@ class EvolutionStrategy:
   def step(self) -> Dict[str, float]:
     cfg = self.config
     start = time.time()
+    breakdown = timing.Breakdown()
     self._ensure_reference()
     pairs = cfg.population // 2
     rng = np.random.default_rng([cfg.seed, self.generation + 1, 1])
@@ -198,15 +200,19 @@ class EvolutionStrategy:
     if self.normalizer is not None:
       self.normalizer.begin(self.evaluator)
       observe = {"observe": self.normalizer.observe(seeds)}
+    started = time.perf_counter()
     res = self.evaluator.evaluate(genomes, cfg.episodes_per_eval, seeds, **observe)
+    breakdown.evaluated("eval", started, res)
     fitness = res.fitness
     shaped = centered_ranks(fitness) if cfg.fitness_shaping else worst_for_nan(fitness)
     grad = estimate_gradient(noise, shaped[0::2], shaped[1::2], cfg.sigma)
     self.theta = self.adam.ascent(self.theta, grad - cfg.l2 * self.theta)
 
     self.evaluator.set_center(self.theta)
-    center = self.evaluator.evaluate([_CENTER], cfg.center_episodes,
-                                     self._seeds(CENTER_PHASE, 1, cfg.center_episodes))
+    center_seeds = self._seeds(CENTER_PHASE, 1, cfg.center_episodes)
+    started = time.perf_counter()
+    center = self.evaluator.evaluate([_CENTER], cfg.center_episodes, center_seeds)
+    breakdown.evaluated("elite", started, center)
     self._elite_stats = self._center_statistics()
     self.elite_score = float(center.fitness[0])
     if self.normalizer is not None:
@@ -214,6 +220,7 @@ class EvolutionStrategy:
     metrics = generation_metrics(self, fitness, res.frames + center.frames, start,
                                  res.seconds + center.seconds)
     metrics["grad_norm"] = float(np.linalg.norm(grad))
+    metrics.update(breakdown.step_metrics())
     return metrics
 
   def elite_params(self) -> np.ndarray:

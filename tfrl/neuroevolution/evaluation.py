@@ -32,6 +32,7 @@ current graph call (at most `steps_per_call` steps); `evaluate` then raises
 
 import collections
 import dataclasses
+import functools
 import threading
 import time
 from typing import List, Optional, Sequence
@@ -40,6 +41,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfrl.neuroevolution import normalization
+from tfrl.neuroevolution import timing as timing_lib
 
 
 class Stopped(Exception):
@@ -55,6 +57,7 @@ class EvalResult:
   seconds: float
   # The observation sums of the episodes `observe` named (None: none asked for).
   observations: Optional[normalization.EpisodeSums] = None
+  timing: Optional[timing_lib.EvalTiming] = None  # where `seconds` went (None: not measured)
 
   @property
   def fitness(self) -> np.ndarray:
@@ -94,6 +97,7 @@ class _Call:
   jobs: collections.deque
   first_jobs: List[List[tuple]]
   cap_steps: Optional[int]
+  clock: timing_lib.CallClock
   obs_all: Optional[np.ndarray] = None
   lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
   steps: List[int] = dataclasses.field(default_factory=list)
@@ -108,9 +112,11 @@ class _Call:
 class _Group:
   """One slot group's slots and the job, return and state of each."""
 
-  def __init__(self, slots: np.ndarray, first_jobs, obs: np.ndarray, state_specs):
+  def __init__(self, slots: np.ndarray, first_jobs, obs: np.ndarray, state_specs,
+               clock: timing_lib.GroupClock):
     size = len(slots)
     self.slots = slots
+    self.clock = clock
     self.obs = obs
     self.net = np.full(size, -1, np.int64)   # the job of each slot, -1 = idle
     self.epi = np.zeros(size, np.int64)
@@ -197,29 +203,38 @@ class PipelinedEvaluator:
       self.observation_filter = normalization.ObservationFilter(obs_shape[0], obs_norm_clip)
       sum_specs = [tf.TensorSpec((None,) + obs_shape, tf.float64)] * 2
     self._state_specs = self._incremental_specs + sum_specs
-    self._play = tf.function(self._play_steps, input_signature=[
-        tf.TensorSpec((None,) + obs_shape, obs_dtype),
-        tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int32),
-        tf.TensorSpec([], tf.int32), tf.TensorSpec([None], tf.int32),
-        self._state_specs])
-    # Called once per group call: the concrete function skips tf.function's
+    signature = [tf.TensorSpec((None,) + obs_shape, obs_dtype),
+                 tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int32),
+                 tf.TensorSpec([], tf.int32), tf.TensorSpec([None], tf.int32),
+                 self._state_specs]
+    # Called once per group call: the concrete functions skip tf.function's
     # argument binding (measured ~0.3 ms of a ~0.7 ms call on this machine).
-    self._play_fn = self._play.get_concrete_function()
+    # The timed one also returns its env and net seconds (`timing`).
+    self._play_fn, self._timed_play_fn = (
+        tf.function(functools.partial(self._play_steps, timed),
+                    input_signature=signature).get_concrete_function()
+        for timed in (False, True))
 
-  def _play_steps(self, obs, index, env_indices, max_steps, episode_steps, state):
+  def _play_steps(self, timed, obs, index, env_indices, max_steps, episode_steps, state):
     """Up to `max_steps` steps of the running slots in one graph call, ending
     early after the first step at which any of them finished (or saw a
     non-finite observation), so that Python only sees the slots when one needs
     a new job (the per-step Python and dispatch cost was ~15 % of a GA's CPU
     time). `state`: the incremental inference's per running slot, then the
     observation sums; `episode_steps` each slot's steps so far in its episode.
+    `timed`: also return [env, net] seconds, from timestamps around the
+    networks and the env step (ordered by control dependencies).
     """
     network, env = self.network, self.env
     all_rows = tf.ones_like(index, tf.bool)
     num_incremental = len(self._incremental_specs)
 
-    def body(i, obs, total, ended, bad, state):
+    def body(i, obs, total, ended, bad, state, seconds):
       del ended, bad
+      if timed:
+        before_net = tf.timestamp()
+        with tf.control_dependencies([before_net]):
+          obs = tf.identity(obs)
       inc_state, sums = state[:num_incremental], state[num_incremental:]
       x = obs
       if self.observation_filter is not None:
@@ -232,20 +247,31 @@ class PipelinedEvaluator:
         actions = network.layout.head.actions(logits)
       else:
         actions = network.act(x, index, all_rows)
+      if timed:
+        with tf.control_dependencies([actions]):
+          before_env = tf.timestamp()
+        with tf.control_dependencies([before_env]):
+          actions = tf.identity(actions)
       obs, reward, terminated, truncated = env.step(actions, env_indices)
+      if timed:
+        with tf.control_dependencies([obs, reward, terminated, truncated]):
+          after_env = tf.timestamp()
+        seconds += tf.stack([after_env - before_env, before_env - before_net])
       bad = _non_finite(obs)
       return (i + 1, obs, total + tf.cast(reward, tf.float64),
-              terminated | truncated | bad, bad, list(inc_state) + list(sums))
+              terminated | truncated | bad, bad, list(inc_state) + list(sums), seconds)
 
-    def cond(i, obs, total, ended, bad, state):
-      del obs, total, bad, state
+    def cond(i, obs, total, ended, bad, state, seconds):
+      del obs, total, bad, state, seconds
       return (i < max_steps) & ~tf.reduce_any(ended)
 
     no_rows = tf.zeros_like(index, tf.bool)
-    steps, obs, total, ended, bad, state = tf.while_loop(
+    steps, obs, total, ended, bad, state, seconds = tf.while_loop(
         cond, body, (tf.constant(0), obs, tf.zeros_like(index, tf.float64),
-                     no_rows, no_rows, state),
+                     no_rows, no_rows, state, tf.zeros([2], tf.float64)),
         parallel_iterations=1)
+    if timed:
+      return steps, obs, total, ended, bad, state, seconds
     return steps, obs, total, ended, bad, state
 
   def stop(self) -> None:
@@ -284,7 +310,9 @@ class PipelinedEvaluator:
     """
     start = time.time()
     call = self._new_call(networks, episodes, expected_steps, seeds, observe)
+    resets = time.perf_counter()
     self._first_observations(call)
+    call.clock.setup_resets = time.perf_counter() - resets
     threads = [threading.Thread(target=self._run_group, args=(call, g, slots), daemon=True)
                for g, slots in enumerate(self.groups)]
     for t in threads:
@@ -303,7 +331,7 @@ class PipelinedEvaluator:
           np.array([[j, e]], np.int64), s[None], sq[None], np.array([n], np.int64))
                                                        for j, e, s, sq, n in call.sums], dim)
     return EvalResult(call.returns, call.lengths, total * self.frames_per_step, total,
-                      time.time() - start, observations)
+                      time.time() - start, observations, call.clock.timing())
 
   def _new_call(self, networks, episodes, expected_steps, seeds, observe) -> _Call:
     """The call's jobs and arrays, its arguments checked (ValueError)."""
@@ -341,6 +369,7 @@ class PipelinedEvaluator:
                  np.zeros((num_networks, episodes), np.float64),
                  np.zeros((num_networks, episodes), np.int64), jobs,
                  deal_first_jobs(jobs, [len(g) for g in self.groups]), cap_steps,
+                 timing_lib.CallClock([len(g) for g in self.groups]),
                  steps=[0] * len(self.groups))
 
   def _first_observations(self, call: _Call) -> None:
@@ -375,15 +404,18 @@ class PipelinedEvaluator:
                          f"{episode}{seed}: a policy cannot act on it.")
 
   def _run_group(self, call: _Call, g: int, slots: np.ndarray) -> None:
+    clock = call.clock.groups[g]
     try:
       if not call.first_jobs[g]:
         return
+      clock.begin()
       group = _Group(slots, call.first_jobs[g], call.obs_all[slots].copy(),
-                     self._state_specs)
+                     self._state_specs, clock)
       obs_t = None    # the running slots' observations as a tensor, while they equal obs
       state_t = None  # and their state, likewise
       while not self._stop.is_set():
         rows = np.flatnonzero(group.net >= 0)
+        clock.running(rows.size)
         if rows.size == 0:
           break
         if obs_t is None:
@@ -392,11 +424,15 @@ class PipelinedEvaluator:
         max_steps = self.steps_per_call
         if call.cap_steps:
           max_steps = min(max_steps, int(call.cap_steps - group.length[rows].max()))
-        k, o, r, ended, bad, state_t = self._play_fn(
-            obs_t, tf.convert_to_tensor(call.ids[group.net[rows]].astype(np.int32)),
-            tf.convert_to_tensor(slots[rows]), tf.constant(max_steps, tf.int32),
-            tf.convert_to_tensor(group.length[rows].astype(np.int32)), state_t)
+        timed = clock.timed_call()
+        called = time.perf_counter()
+        k, o, r, ended, bad, state_t, *env_net = (
+            self._timed_play_fn if timed else self._play_fn)(
+                obs_t, tf.convert_to_tensor(call.ids[group.net[rows]].astype(np.int32)),
+                tf.convert_to_tensor(slots[rows]), tf.constant(max_steps, tf.int32),
+                tf.convert_to_tensor(group.length[rows].astype(np.int32)), state_t)
         k = int(k)
+        clock.graph_call(time.perf_counter() - called, env_net[0] if timed else None)
         obs_t = o
         group.ret[rows] += r.numpy()
         group.length[rows] += k
@@ -420,6 +456,8 @@ class PipelinedEvaluator:
       call.errors.append(e)
       with call.lock:
         call.jobs.clear()
+    finally:
+      clock.finish()
 
   def _finish(self, call: _Call, group: _Group, slots_done: np.ndarray,
               ended: np.ndarray) -> None:
@@ -444,5 +482,7 @@ class PipelinedEvaluator:
     if reset:
       reset = np.array(reset)
       seeds = None if call.seeds is None else [call.seeds[job] for job in reset_jobs]
+      started = time.perf_counter()
       group.obs[reset] = self.env.reset(group.slots[reset], seeds=seeds).numpy()
+      group.clock.resets += time.perf_counter() - started
       self._check_finite(group.obs[reset], reset_jobs, call)

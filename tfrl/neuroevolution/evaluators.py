@@ -17,6 +17,7 @@ thread, worker or machine that played it.
 import abc
 from concurrent import futures
 import threading
+import time
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -192,6 +193,7 @@ class LocalEvaluator(Evaluator):
 
   def evaluate(self, genomes, episodes, seeds, expected_steps=None,
                observe=None) -> EvalResult:
+    started = time.perf_counter()
     genomes = list(genomes)
     if genomes and all(g in self._rows for g in genomes):
       rows = [self._rows[g] for g in genomes]
@@ -199,7 +201,10 @@ class LocalEvaluator(Evaluator):
       self.load(genomes)
       rows = len(genomes)
     self._start_prepared()  # builds the next call's weights while these play
-    return self.pipelined.evaluate(rows, episodes, expected_steps, seeds, observe)
+    result = self.pipelined.evaluate(rows, episodes, expected_steps, seeds, observe)
+    if result.timing is not None:  # the weights' building and loading, too
+      result.timing = result.timing.with_load(time.perf_counter() - started)
+    return result
 
   def stop(self) -> None:
     self.pipelined.stop()

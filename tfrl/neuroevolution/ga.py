@@ -37,6 +37,7 @@ from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import genome as genome_lib
 from tfrl.neuroevolution import normalization
 from tfrl.neuroevolution import settings
+from tfrl.neuroevolution import timing
 from tfrl.neuroevolution.metrics import generation_metrics
 from tfrl.neuroevolution.metrics import rankable
 
@@ -135,6 +136,7 @@ class GeneticAlgorithm:
     """Runs one generation; returns its metrics."""
     cfg = self.config
     start = time.time()
+    breakdown = timing.Breakdown()
     if self.population is None:
       self.population = self._random_genomes(self._rng(0), cfg.population)
     pop = self.population
@@ -143,8 +145,10 @@ class GeneticAlgorithm:
     if self.normalizer is not None:
       self.normalizer.begin(self.evaluator)
       observe = {"observe": self.normalizer.observe(seeds)}
+    started = time.perf_counter()
     res = self.evaluator.evaluate(pop, cfg.episodes_per_eval, seeds,
                                   expected_steps=self._expected_steps, **observe)
+    breakdown.evaluated("eval", started, res)
     fitness = res.fitness
     frames = res.frames
     # NaN returns rank last (never a parent); generation_metrics counts them.
@@ -169,9 +173,10 @@ class GeneticAlgorithm:
       children = [None] + [parents[c].child(o, cfg.mutation_power)
                            for c, o in zip(choice, offsets)]
     self.evaluator.prepare(children)
-    elite_res = self.evaluator.evaluate(
-        candidates, cfg.elite_episodes,
-        self._seeds(ELITE_PHASE, len(candidates), cfg.elite_episodes))
+    elite_seeds = self._seeds(ELITE_PHASE, len(candidates), cfg.elite_episodes)
+    started = time.perf_counter()
+    elite_res = self.evaluator.evaluate(candidates, cfg.elite_episodes, elite_seeds)
+    breakdown.evaluated("elite", started, elite_res)
     frames += elite_res.frames
     scores = elite_res.fitness
     best = int(np.argmax(rankable(scores)))
@@ -188,8 +193,10 @@ class GeneticAlgorithm:
           [[elite_res.lengths[best].mean()],
            res.lengths.mean(axis=1)[order[:cfg.truncation]][choice]])
     self.population = children
-    return generation_metrics(self, fitness, frames, start,
-                              res.seconds + elite_res.seconds)
+    metrics = generation_metrics(self, fitness, frames, start,
+                                 res.seconds + elite_res.seconds)
+    metrics.update(breakdown.step_metrics())
+    return metrics
 
   def _seeds(self, phase: int, count: int, episodes: int) -> np.ndarray:
     return evaluators.episode_seeds(self.config.seed, self.generation, phase, count,

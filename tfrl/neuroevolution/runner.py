@@ -4,8 +4,9 @@
 
     for each generation (until `generations`, `max_frames` or `target_score`):
       metrics = algorithm.step()          # evaluate, select / update
-      print one console line; write TensorBoard scalars
+      write TensorBoard scalars
       checkpoint the algorithm state      # resumable with resume=True
+      print one console line, with where the generation's time went (`timing`)
     export the elite as a SavedModel policy (tfrl.export format)
 
 The skeleton does the rest, as for every algorithm: the logdir lock, the
@@ -17,10 +18,15 @@ Ctrl-C / SIGTERM abandon the generation under way (its evaluation stops within
 one graph call of the evaluator, at most its `steps_per_call` env steps); the
 run goes back to the checkpoint of the last finished generation, exports its
 elite and ends normally.
+
+`profile_generation=N` records a TensorBoard profiler trace of generation N,
+its checkpoint included, under <logdir>/profile; every generation's step is
+marked in a trace as "generation" with its number.
 """
 
 import dataclasses
 import os
+import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import tensorflow as tf
@@ -31,6 +37,7 @@ from tfrl.neuroevolution import checkpoint
 from tfrl.neuroevolution import evaluation
 from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import population_net
+from tfrl.neuroevolution import timing
 
 SCALARS = ("best", "mean", "elite", "frames", "frames_per_second",
            "generation_seconds")
@@ -49,6 +56,7 @@ class RunConfig:
   # top of `run_identity` (the entry points add the env protocol).
   identity: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   env_protocol: Any = None      # tfrl.envs.EnvProtocol, written into the export
+  profile_generation: int = 0   # a profiler trace of this generation (0: none)
 
 
 def format_line(algorithm_name: str, m: Dict[str, float]) -> str:
@@ -103,6 +111,8 @@ class Generations(run_loop.Algorithm):
     self.console = run_loop.Console(search.name, print_fn)
     self.history: List[Dict[str, float]] = []
     self._close = close
+    self._breakdown: Optional[timing.Breakdown] = None
+    self.profile_dir: Optional[str] = None  # while the profiler records
 
   def identity(self) -> Dict[str, Any]:
     return run_identity(self.search, self.observation_spec, self.config.identity)
@@ -123,8 +133,14 @@ class Generations(run_loop.Algorithm):
     self.search.evaluator.stop()
 
   def step(self) -> str:
+    self._breakdown = breakdown = timing.Breakdown()
+    number = self.search.generation + 1
+    if number == self.config.profile_generation:
+      self.profile_dir = os.path.join(self.config.logdir, "profile")
+      tf.profiler.experimental.start(self.profile_dir)
     try:
-      metrics = self.search.step()
+      with tf.profiler.experimental.Trace("generation", number=number):
+        metrics = self.search.step()
     except evaluation.Stopped as e:
       # The step may have changed the state half-way (ES updates theta before
       # it scores the centre): the skeleton goes back to the saved generation.
@@ -135,11 +151,35 @@ class Generations(run_loop.Algorithm):
           f"{checkpoint.Store(self.config.logdir).saved_generation()} (resume with "
           f"--resume, with or without Ray)") from e
     self.history.append(metrics)
+    started = time.perf_counter()
+    for part, seconds in metrics.get("time", {}).items():
+      breakdown.add(part, seconds)
     for key in SCALARS:
       tf.summary.scalar(f"{self.name}/{key}", metrics[key], step=metrics["generation"])
     tf.summary.scalar(f"{self.name}/nan_returns", metrics.get("nan_returns", 0),
                       step=metrics["generation"])
-    return format_line(self.name, metrics)
+    line = format_line(self.name, metrics)
+    breakdown.add("log", time.perf_counter() - started)
+    return line
+
+  def saved(self, line: Optional[str], seconds: Dict[str, float]) -> Optional[str]:
+    """The generation's line with its time breakdown, also written to its
+    metrics (`time`) and TensorBoard (`time/...`), once its checkpoint is written."""
+    for part, value in seconds.items():
+      self._breakdown.add(part, value)
+    self._stop_profiler()
+    metrics = self.history[-1]
+    metrics["time"] = self._breakdown.seconds()
+    evaluation_parts = metrics.get("evaluation", {})
+    timing.write_scalars(metrics["time"], evaluation_parts, metrics["generation"])
+    return f"{line} | {timing.format_line(metrics['time'], evaluation_parts)}"
+
+  def _stop_profiler(self) -> None:
+    if self.profile_dir is not None:
+      tf.profiler.experimental.stop()
+      self.console.say(f"profiler trace of generation {self.config.profile_generation} "
+                       f"written under {self.profile_dir}")
+      self.profile_dir = None
 
   def finished(self) -> Optional[str]:
     config, search = self.config, self.search
@@ -166,6 +206,7 @@ class Generations(run_loop.Algorithm):
             "last": self.history[-1] if self.history else None}
 
   def close(self) -> None:
+    self._stop_profiler()  # a generation that did not finish
     if self._close is not None:
       self._close()
 

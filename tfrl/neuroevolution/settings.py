@@ -132,6 +132,14 @@ class RunSettings:
       0, "Also export every N generations (0: at the end).")
   target_score: Optional[float] = flagconfig.field(
       None, "Stop once the elite's score reaches this.")
+  profile_generation: int = flagconfig.field(
+      0, "Record a TensorBoard profiler trace of generation N (counted from 1, "
+      "its checkpoint included) under <logdir>/profile (0: none).")
+
+  def __post_init__(self):
+    if self.profile_generation < 0:
+      raise ValueError(f"--profile_generation must be >= 0, got "
+                       f"{self.profile_generation}.")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,164 @@
+"""A generation's time breakdown (tfrl/neuroevolution/timing.py): its parts add
+up to the generation's wall time, TensorBoard holds it, and --profile_generation
+traces exactly the generation it names."""
+
+import glob
+import gzip
+import os
+import time
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+from tests.neuroevolution.test_algorithms import _local, _setup
+from tfrl.neuroevolution import es
+from tfrl.neuroevolution import ga
+from tfrl.neuroevolution import runner
+from tfrl.neuroevolution import timing
+
+# The parts measured one by one must cover the generation's wall time to within
+# this share of it, or 5 ms (what no part measures: Python between the timers).
+TOLERANCE_SHARE, TOLERANCE_SECONDS = 0.05, 0.005
+
+
+def _ga(seed=0):
+  _, layout, _, pipelined, table, spec = _setup(16, num_envs=8, seed=seed)
+  config = ga.GAConfig(population=12, truncation=4, elite_candidates=3,
+                       elite_episodes=2, mutation_power=0.1, seed=seed)
+  return ga.GeneticAlgorithm(config, layout, table, _local(pipelined, table, layout)), spec
+
+
+def _es():
+  _, layout, _, pipelined, table, spec = _setup(16, num_envs=8)
+  config = es.ESConfig(population=8, center_episodes=2)
+  return es.EvolutionStrategy(config, layout, table, _local(pipelined, table, layout)), spec
+
+
+def _trace_generations(logdir):
+  """The session directories under <logdir>/profile, and the numbers of the
+  "generation" events their traces hold."""
+  sessions = glob.glob(os.path.join(logdir, "profile", "plugins", "profile", "*"))
+  numbers, names = [], set()
+  for path in glob.glob(os.path.join(logdir, "profile", "plugins", "profile", "*",
+                                     "*.xplane.pb")):
+    data = open(path, "rb").read()
+    space = xplane_pb2.XSpace.FromString(
+        gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
+    for plane in space.planes:
+      names.update(m.name for m in plane.event_metadata.values())
+      generation = [k for k, m in plane.event_metadata.items() if m.name == "generation"]
+      stat = [k for k, m in plane.stat_metadata.items() if m.name == "number"]
+      for line in plane.lines:
+        for event in line.events:
+          if event.metadata_id in generation:
+            numbers += [s.int64_value or s.uint64_value for s in event.stats
+                        if s.metadata_id in stat]
+  return sessions, numbers, names
+
+
+class BreakdownTest(tf.test.TestCase):
+
+  test_session = None  # tf.test.TestCase's deprecated helper, not a test.
+
+  def _check_generation(self, metrics):
+    seconds = metrics["time"]
+    self.assertCountEqual(seconds, timing.PARTS + ("wall",))
+    measured = sum(v for k, v in seconds.items() if k not in ("other", "wall"))
+    self.assertAllClose(measured, seconds["wall"],
+                        atol=max(TOLERANCE_SECONDS, TOLERANCE_SHARE * seconds["wall"]))
+    for part in ("eval", "elite", "update", "checkpoint", "log"):
+      self.assertGreater(seconds[part], 0.0, part)
+    # The local evaluator split both calls: their parts add up to their wall
+    # time (an identity of the accounting), which is the call the step timed.
+    self.assertCountEqual(metrics["evaluation"], ["eval", "elite"])
+    for call, parts in metrics["evaluation"].items():
+      self.assertAllClose(sum(parts[p] for p in timing.EVAL_PARTS), parts["wall"],
+                          atol=1e-6)
+      self.assertAllClose(parts["wall"], seconds[call],
+                          atol=max(TOLERANCE_SECONDS, TOLERANCE_SHARE * seconds[call]))
+      self.assertGreater(parts["env"], 0.0)
+      self.assertGreater(parts["net"], 0.0)
+      self.assertBetween(parts["idle_slots"], 0.0, 1.0)
+
+  def test_parts_add_up_to_each_generations_wall_time(self):
+    for make in (_ga, _es):
+      logdir = os.path.join(self.get_temp_dir(), make.__name__)
+      algorithm, spec = make()
+      lines = []
+      started = time.perf_counter()
+      history = runner.run(algorithm, runner.RunConfig(logdir=logdir, generations=3,
+                                                       export=False), spec,
+                           print_fn=lines.append)
+      elapsed = time.perf_counter() - started
+      self.assertLen(history, 3)
+      for metrics in history:
+        self._check_generation(metrics)
+      self.assertLess(sum(m["time"]["wall"] for m in history), elapsed)
+      generation_lines = [line for line in lines if " gen " in line]
+      self.assertLen(generation_lines, 3)
+      for line in generation_lines:
+        self.assertRegex(line, r"\| time \d+\.\d\d s: eval \d+\.\d\d s \(env \d+% net "
+                         r"\d+% host \d+% wait \d+% load \d+%; \d+% slot-time idle\) \+ "
+                         r"elite \d+\.\d\d s \+ update \d+\.\d\d s \+ ckpt \d+\.\d\d s")
+
+  def test_tensorboard_holds_the_breakdown(self):
+    logdir = self.get_temp_dir()
+    algorithm, spec = _ga()
+    history = runner.run(algorithm, runner.RunConfig(logdir=logdir, generations=2,
+                                                     export=False), spec,
+                         print_fn=lambda line: None)
+    scalars = {}
+    for path in glob.glob(os.path.join(logdir, "events.out.tfevents.*")):
+      for event in tf.compat.v1.train.summary_iterator(path):
+        for value in event.summary.value:
+          if value.tag.startswith("time/"):
+            scalars[(value.tag, event.step)] = float(tf.make_ndarray(value.tensor))
+    for metrics in history:
+      step = metrics["generation"]
+      for part, seconds in metrics["time"].items():
+        self.assertAllClose(scalars[(f"time/{part}", step)], seconds, rtol=1e-6)
+      for call in ("eval", "elite"):
+        for part in timing.EVAL_PARTS + ("idle_slots",):
+          self.assertAllClose(scalars[(f"time/{call}_{part}", step)],
+                              metrics["evaluation"][call][part], rtol=1e-6, atol=1e-9)
+
+  def test_profile_generation_traces_that_generation_only(self):
+    logdir = self.get_temp_dir()
+    algorithm, spec = _ga()
+    lines = []
+    runner.run(algorithm, runner.RunConfig(logdir=logdir, generations=3, export=False,
+                                           profile_generation=2), spec,
+               print_fn=lines.append)
+    sessions, numbers, names = _trace_generations(logdir)
+    self.assertLen(sessions, 1)
+    self.assertEqual(numbers, [2])
+    # The evaluator's env op and its timestamps ran inside the trace.
+    self.assertTrue(any(name.endswith("GymStep:PyFunc") for name in names), names)
+    self.assertTrue(any(name.endswith(":Timestamp") for name in names), names)
+    self.assertTrue(any("profiler trace of generation 2" in line for line in lines))
+
+  def test_a_generation_without_the_asked_number_traces_nothing(self):
+    logdir = self.get_temp_dir()
+    algorithm, spec = _ga()
+    runner.run(algorithm, runner.RunConfig(logdir=logdir, generations=1, export=False,
+                                           profile_generation=2), spec,
+               print_fn=lambda line: None)
+    self.assertFalse(os.path.exists(os.path.join(logdir, "profile")))
+
+
+class EvalTimingTest(tf.test.TestCase):
+
+  test_session = None
+
+  def test_loading_time_joins_the_call(self):
+    inner = timing.EvalTiming(wall=1.0, env=0.5, net=0.2, host=0.1, wait=0.2)
+    outer = inner.with_load(1.25)
+    self.assertAllClose(outer.load, 0.25)
+    self.assertAllClose(sum(outer.shares().values()), 1.0)
+    self.assertAllClose(np.array(list(outer.shares().values())),
+                        [0.4, 0.16, 0.08, 0.16, 0.2])
+
+
+if __name__ == "__main__":
+  tf.test.main()
