@@ -171,7 +171,7 @@ class EnvProcesses:
     """Sends each child its rows of `inputs`; the `outputs` (request order) and "obs"."""
     owner = np.searchsorted(self._starts, indices, side="right") - 1
     involved = [int(owner[0])] if owner.min() == owner.max() else np.unique(owner).tolist()
-    results = {}
+    results, errors = {}, []
     with contextlib.ExitStack() as locks:
       parts = []
       for c in involved:  # in block order
@@ -183,9 +183,12 @@ class EnvProcesses:
         child.a["index"][:count] = local
         for name, values in inputs.items():
           child.a[name][:count] = values[rows]
-        child.send(command, count)
+        try:
+          child.send(command, count)
+        except RuntimeError as e:  # a dead child: the others' answers are still read
+          errors.append(e)
+          continue
         parts.append((child, rows, local))
-      errors = []
       for child, rows, local in parts:
         try:
           child.receive()
