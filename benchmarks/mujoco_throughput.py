@@ -20,11 +20,7 @@ Rows, each measured once per round (interleaved rounds), random play:
   * `tfrl <algorithm>, local`: whole generations of the preset's algorithm
     (its population network, head, observation normalization, slots and
     slot groups, elite or centre evaluation included) from its seed; env steps
-    from its frame counter. Its envs step as the evaluator's default has it:
-    MuJoCo tasks in one child process per slot group (`--env_processes`).
-  * `tfrl <algorithm>, local, envs in its process` (unless
-    --noin_process_row): the same with `--env_processes=0`, every slot
-    group's envs stepped in the evaluator's own process (before issue #32).
+    from its frame counter.
   * `tfrl <algorithm>, ray N workers` (with --ray_workers=N): the same on a
     local Ray instance on 127.0.0.1, one worker per core, --num_envs / N
     slots each.
@@ -61,8 +57,6 @@ _ENV_PROCESSES = flags.DEFINE_integer("env_processes", 0,
                                       "Processes of the env-only bound (0: one per core).")
 _RAY_WORKERS = flags.DEFINE_integer("ray_workers", 0,
                                     "Also run the algorithm on this many Ray workers (0: no).")
-_IN_PROCESS_ROW = flags.DEFINE_boolean(
-    "in_process_row", True, "Also run the algorithm with its envs in its own process.")
 _OVERRIDES = flags.DEFINE_list("preset_flags", [],
                                "Flags appended to the preset's, e.g. population=16.")
 _OUTPUT = flags.DEFINE_string("output", "mujoco_throughput.json", "JSON path.")
@@ -171,8 +165,7 @@ def tfrl_rate(preset: str, extra, seconds: float, ray_workers: int = 0) -> dict:
   finally:
     setup.evaluator.close()
   return {"env_steps_per_second": steps / elapsed, "generations": generations,
-          "describe": setup.evaluator.describe(), "network": setup.layout.describe(),
-          "env_processes": setup.spec.env_process_count()}
+          "describe": setup.evaluator.describe(), "network": setup.layout.describe()}
 
 
 def _rows(config, env_id, num_envs, processes, seconds):
@@ -188,10 +181,6 @@ def _rows(config, env_id, num_envs, processes, seconds):
       (f"tfrl {config}, local", "tfrl",
        lambda: tfrl_rate(_PRESET.value, _OVERRIDES.value, seconds)),
   ]
-  if _IN_PROCESS_ROW.value:
-    rows.append((f"tfrl {config}, local, envs in its process", "tfrl",
-                 lambda: tfrl_rate(_PRESET.value, _OVERRIDES.value + ["env_processes=0"],
-                                   seconds)))
   if _RAY_WORKERS.value:
     rows.append((f"tfrl {config}, ray {_RAY_WORKERS.value} workers", "tfrl",
                  lambda: tfrl_rate(_PRESET.value, _OVERRIDES.value, seconds,

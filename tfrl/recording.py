@@ -18,7 +18,6 @@ from absl import logging
 import numpy as np
 
 from tfrl import atomic_files
-from tfrl import gym_make
 from tfrl.envs.protocol import EnvProtocol, make_env
 
 RECORD_FORMATS = (".gif", ".mp4")
@@ -118,12 +117,21 @@ def make_viewer(protocol: EnvProtocol, seed: int, view: str) -> Viewer:
     return Viewer(env, view, lambda obs: obs)
   if view == "agent":
     return Viewer(make_env(protocol, 1, seed, auto_reset=False), view, observation_frame)
-  if gym_make.is_mujoco(protocol.env):
+  if _is_mujoco(protocol.env):
     from tfrl.envs import gym_env  # pylint: disable=import-outside-toplevel
     env = RemoteEnv(protocol.env, protocol.max_episode_steps, gym_env.slot_seed(seed, 0))
     return Viewer(env, view, observation_frame, render=env.render)
   env = make_env(protocol, 1, seed, auto_reset=False, render_mode="rgb_array")
   return Viewer(env, view, observation_frame, render=lambda: env.render(0))
+
+
+def _is_mujoco(env_id: str) -> bool:
+  import gymnasium as gym  # pylint: disable=import-outside-toplevel
+  try:
+    entry_point = gym.spec(env_id).entry_point
+  except gym.error.Error:
+    return False
+  return isinstance(entry_point, str) and entry_point.startswith("gymnasium.envs.mujoco")
 
 
 class RemoteEnv:

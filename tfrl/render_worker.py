@@ -9,19 +9,21 @@ exit). So `tfrl.recording` replays the episode it records in this child,
 which imports gymnasium and numpy only: it reads pickled (command, argument)
 pairs on stdin (`reset` with a seed, `step` with an action, `render`,
 `close`) and answers each with a pickled ("ok", result) or ("error", line)
-on its stdout. The env is made as `tfrl.envs.GymEnv` makes it (`tfrl.gym_make`): the
-id's own time limit, and MAX_EPISODE_STEPS (> 0) on top.
+on its stdout. The env is made as `tfrl.envs.GymEnv` makes it: the id's own
+time limit, and MAX_EPISODE_STEPS (> 0) on top.
 """
 
 import os
 import pickle
 import sys
 
-from tfrl import gym_make
+import gymnasium as gym
 
 
 def serve(env_id: str, max_episode_steps: int, requests, replies) -> None:
-  env = gym_make.make_gymnasium(env_id, max_episode_steps or None, render_mode="rgb_array")
+  env = gym.make(env_id, render_mode="rgb_array")
+  if max_episode_steps > 0:
+    env = gym.wrappers.TimeLimit(env, max_episode_steps)
   while True:
     try:
       command, argument = pickle.load(requests)

@@ -162,8 +162,8 @@ class NormalizationTest(tf.test.TestCase):
 
   def test_evaluator_sums_each_episode_wherever_it_plays(self):
     # The observation sums of the chosen episodes are bit for bit the same
-    # for any slot count, group count, graph call length and env processes,
-    # and equal a plain float64 loop over the episode's observations.
+    # for any slot count, group count and graph call length, and equal a
+    # plain float64 loop over the episode's observations.
     spec = _spec()
     layout = spec.layout()
     flat = (np.random.default_rng(2).standard_normal((6, layout.dim)) *
@@ -173,11 +173,8 @@ class NormalizationTest(tf.test.TestCase):
     observe[[0, 3, 5], [1, 0, 1]] = True
     mean, std = np.array([0.1, 0, -0.1, 0], np.float32), np.array([1, 2, 0.5, 3], np.float32)
     results = []
-    for num_envs, groups, steps_per_call, processes in (
-        (3, 1, 32, 0), (7, 3, 5, 0), (12, 2, 1, 0), (8, 2, 7, 2), (7, 3, 32, 2)):
-      env = worker.make_worker_env(_PENDULUM, num_envs, seed=num_envs,
-                                   env_processes=processes)
-      self.assertEqual(env.processes, processes)
+    for num_envs, groups, steps_per_call in ((3, 1, 32), (7, 3, 5), (12, 2, 1)):
+      env = worker.make_worker_env(_PENDULUM, num_envs, seed=num_envs)
       net = pn.PopulationNetwork(layout, 8)
       net.load(flat)
       pipelined = evaluation.PipelinedEvaluator(env, net, num_groups=groups,
@@ -390,8 +387,6 @@ class BadInputTest(tf.test.TestCase):
         (["--env=Pendulum-v1", "--obs_norm", "--obs_norm_clip=-1"], "--obs_norm_clip must be > 0"),
         (["--game=pong", "--obs_norm"], "--obs_norm needs vector observations"),
         (["--game=pong", "--activation=tanh"], "tanh for the mlp"),
-        (["--game=pong", "--env_processes=2"], "--env_processes is for gymnasium envs"),
-        (["--env=Pendulum-v1", "--env_processes=-1"], "--env_processes must be >= 0"),
     ):
       with self.subTest(args=args):
         with self.assertRaises(ValueError) as e:
@@ -404,20 +399,3 @@ class BadInputTest(tf.test.TestCase):
                                          "--action_head=linear")
     self.assertEqual((spec.head.size, spec.head.squash, spec.obs_norm_clip), (1, "linear", 5.0))
     self.assertEqual(observation_spec.shape.as_list(), [None, 3])
-
-  def test_mujoco_envs_step_in_one_process_per_slot_group(self):
-    for args, processes in ((["--env=InvertedPendulum-v5", "--slot_groups=2"], 2),
-                            (["--env=InvertedPendulum-v5", "--env_processes=0"], 0),
-                            (["--env=InvertedPendulum-v5", "--env_processes=3"], 3),
-                            (["--env=Pendulum-v1"], 0),  # cheap: no round trips
-                            (["--env=Pendulum-v1", "--env_processes=1"], 1)):
-      with self.subTest(args=args):
-        spec, _ = self._build(*args)
-        self.assertEqual(spec.env_process_count(), processes)
-    evaluator = worker.build_local(self._build("--env=InvertedPendulum-v5",
-                                               "--slot_groups=2")[0])
-    try:
-      self.assertEqual(evaluator.env.processes, 2)
-      self.assertIn("2 env processes", evaluator.describe())
-    finally:
-      evaluator.close()

@@ -3,8 +3,6 @@
 The fallback for non-Atari tasks (CartPole, Pendulum, MuJoCo): each call steps
 the Python environments through `tf.numpy_function`, so the learners that are
 written against `AtariEnv` run unchanged, eagerly or inside `tf.function`.
-The envs live in this process, or (`processes=N`) in N child processes that
-each step a block of the slots (`tfrl.envs.env_processes`).
 """
 
 import threading
@@ -14,10 +12,24 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from tfrl import env_worker
-from tfrl.envs import env_processes
-# Re-exported: made here for GymEnv, in tfrl.gym_make for processes without TF.
-from tfrl.gym_make import make_gymnasium  # pylint: disable=unused-import
+
+def make_gymnasium(env_id: str, max_episode_steps: Optional[int] = None, **make_kwargs):
+  """One gymnasium env, truncated after `max_episode_steps` steps on top of its id's
+  own limit (None: its own only).
+
+  Raises ValueError for an unknown or unusable id, ImportError (what to
+  install) for one whose optional dependency is missing.
+  """
+  try:
+    env = gym.make(env_id, **make_kwargs)
+  except gym.error.DependencyNotInstalled as e:
+    raise ImportError(f"{env_id} needs an optional dependency ({e}); for MuJoCo tasks "
+                      "install `mujoco` (pip install 'tfrl[mujoco]').") from e
+  except gym.error.Error as e:
+    raise ValueError(f"Unknown or unusable gymnasium env '{env_id}': {e}") from e
+  if max_episode_steps is not None:
+    env = gym.wrappers.TimeLimit(env, max_episode_steps)
+  return env
 
 
 def slot_seed(seed: int, slot: int) -> int:
@@ -41,35 +53,29 @@ class GymEnv:
   it is reset (the neuroevolution evaluator resets each new episode itself,
   with that episode's seed). `max_episode_steps` truncates episodes after
   that many steps, on top of the env id's own limit (`make_gymnasium`).
-
-  `processes=N` (> 0) steps the envs in N child processes, each a contiguous
-  block of the slots (`np.array_split`, as the neuroevolution evaluator cuts
-  its slot groups), with the same results as in this process. It pays where
-  gymnasium's Python is most of a step and several threads step at once
-  (MuJoCo tasks in the evaluator's slot groups); for cheap envs a round trip
-  to a child costs more than their step. `close()` ends the children.
   """
 
   def __init__(self, env_id: str, num_envs: int, *, seed: int = 0,
                auto_reset: bool = True, max_episode_steps: Optional[int] = None,
-               processes: int = 0, **make_kwargs):
+               **make_kwargs):
     if not isinstance(num_envs, int) or num_envs < 1:
       raise ValueError(f"num_envs must be a positive int, got {num_envs!r}.")
-    if not isinstance(processes, int) or processes < 0:
-      raise ValueError(f"processes must be an int >= 0, got {processes!r}.")
-    first = make_gymnasium(env_id, max_episode_steps, **make_kwargs)
+    self._envs = [make_gymnasium(env_id, max_episode_steps, **make_kwargs)
+                  for _ in range(num_envs)]
     self.env_id = env_id
     self.num_envs = num_envs
     self.auto_reset = auto_reset
     self._seed = seed
-    self._seeded = np.zeros(num_envs, bool)
-    self._played = np.ones(num_envs, bool)  # stepped since the slot's last reset
-    space = first.observation_space
+    self._seeded = [False] * num_envs
+    self._played = [True] * num_envs  # stepped since the slot's last reset
+    self._locks = [threading.Lock() for _ in range(num_envs)]
+    space = self._envs[0].observation_space
     self.observation_space = space
-    self.action_space = first.action_space
+    self.action_space = self._envs[0].action_space
     self.observation_shape = tuple(space.shape)
     self.observation_dtype = tf.as_dtype(space.dtype)
-    self.render_mode = getattr(first, "render_mode", None)
+    self.render_mode = getattr(self._envs[0], "render_mode", None)
+    self._obs = np.zeros((num_envs,) + self.observation_shape, space.dtype)
     if isinstance(self.action_space, gym.spaces.Discrete):
       self.num_actions = int(self.action_space.n)
       self.action_shape = ()
@@ -79,28 +85,8 @@ class GymEnv:
       self.action_shape = tuple(self.action_space.shape)
       self.action_dtype = tf.float32
     else:
-      first.close()
       raise ValueError(
           f"GymEnv supports Discrete and Box action spaces, got {self.action_space}.")
-    self._envs, self._processes = [], None
-    if processes:
-      first.close()  # it gave the spaces; the children make their own envs
-      self._processes = env_processes.EnvProcesses(dict(
-          env_id=env_id, max_episode_steps=max_episode_steps, make_kwargs=make_kwargs,
-          auto_reset=auto_reset, discrete=self.num_actions is not None,
-          shapes=(self.observation_shape, space.dtype, self.action_shape,
-                  np.int64 if self.num_actions is not None else np.float32)),
-          num_envs, processes)
-    else:
-      self._envs = [first] + [make_gymnasium(env_id, max_episode_steps, **make_kwargs)
-                              for _ in range(num_envs - 1)]
-      self._locks = [threading.Lock() for _ in range(num_envs)]
-      self._obs = np.zeros((num_envs,) + self.observation_shape, space.dtype)
-
-  @property
-  def processes(self) -> int:
-    """The child processes that step the envs (0: this process)."""
-    return len(self._processes.pids) if self._processes else 0
 
   def _indices(self, indices):
     if indices is None:
@@ -115,23 +101,12 @@ class GymEnv:
     if len(np.unique(indices)) != len(indices):
       raise ValueError(f"duplicate env indices in {indices.tolist()}.")
 
-  def _reset_seeds(self, indices, seeds, only_played) -> np.ndarray:
-    """Each index's reset: its seed, `env_worker.NO_SEED` (its own stream) or
-    `env_worker.KEEP` (not reset); marks the reset slots seeded and unplayed."""
-    plan = np.empty(len(indices), np.int64)
-    for k, i in enumerate(indices):
-      if seeds.size:
-        plan[k] = seeds[k]
-      elif only_played and not self._played[i]:
-        plan[k] = env_worker.KEEP
-      elif not self._seeded[i]:
-        plan[k] = slot_seed(self._seed, int(i))  # Deterministic per slot, once.
-      else:
-        plan[k] = env_worker.NO_SEED
-    reset = indices[plan != env_worker.KEEP]
-    self._seeded[reset] = True
-    self._played[reset] = False
-    return plan
+  def _reset_slot(self, i: int, seed=None) -> None:
+    if seed is None and not self._seeded[i]:
+      seed = slot_seed(self._seed, i)  # Deterministic per slot, once.
+    self._seeded[i] = True
+    self._obs[i], _ = self._envs[i].reset(seed=seed)
+    self._played[i] = False
 
   def _np_reset(self, indices, seeds, only_played=False):
     self._check_indices(indices)
@@ -140,49 +115,37 @@ class GymEnv:
                        f"{seeds.size}.")
     if seeds.size and (seeds.min() < 0 or seeds.max() > 0x7FFFFFFF):
       raise ValueError(f"seeds must be in [0, 2^31), got {seeds.tolist()}.")
-    plan = self._reset_seeds(indices, seeds, only_played)
-    if self._processes:
-      return self._processes.reset(indices, plan)
-    for i, seed in zip(indices, plan):
-      if seed != env_worker.KEEP:
-        with self._locks[i]:
-          self._obs[i], _ = self._envs[i].reset(
-              seed=None if seed == env_worker.NO_SEED else int(seed))
+    for k, i in enumerate(indices):
+      with self._locks[i]:
+        if seeds.size:
+          self._reset_slot(int(i), int(seeds[k]))
+        elif not (only_played and not self._played[int(i)]):
+          self._reset_slot(int(i))
     return self._obs[indices]
-
-  def _check_actions(self, indices, actions) -> None:
-    if self.num_actions is None:
-      return
-    bad = np.flatnonzero((actions < 0) | (actions >= self.num_actions))
-    if bad.size:
-      raise ValueError(
-          f"action {int(actions[bad[0]])} for env {int(indices[bad[0]])} is outside the "
-          f"action set 0..{self.num_actions - 1}.")
 
   def _np_step(self, indices, actions):
     self._check_indices(indices)
-    self._check_actions(indices, actions)
-    if self._processes:
-      obs, reward, terminated, truncated = self._processes.step(indices, actions)
-    else:
-      obs, reward, terminated, truncated = self._step_here(indices, actions)
-    self._played[indices] = ~((terminated | truncated) & self.auto_reset)
-    return obs, reward, terminated, truncated
-
-  def _step_here(self, indices, actions):
     n = len(indices)
     reward = np.zeros(n, np.float32)
     terminated = np.zeros(n, bool)
     truncated = np.zeros(n, bool)
-    discrete = self.num_actions is not None
     for k, i in enumerate(indices):
+      i = int(i)
       with self._locks[i]:
-        action = int(actions[k]) if discrete else actions[k]
+        action = actions[k]
+        if self.num_actions is not None:
+          if not 0 <= int(action) < self.num_actions:
+            raise ValueError(
+                f"action {int(action)} for env {i} is outside the action set "
+                f"0..{self.num_actions - 1}.")
+          action = int(action)
         obs, r, term, trunc, _ = self._envs[i].step(action)
+        self._played[i] = True
         reward[k], terminated[k], truncated[k] = r, term, trunc
         if (term or trunc) and self.auto_reset:
-          obs, _ = self._envs[i].reset()  # seeded at its first reset
-        self._obs[i] = obs
+          self._reset_slot(i)
+        else:
+          self._obs[i] = obs
     return self._obs[indices], reward, terminated, truncated
 
   def reset(self, indices=None, only_played: bool = False, seeds=None) -> tf.Tensor:
@@ -220,13 +183,8 @@ class GymEnv:
 
   def render(self, index: int = 0):
     """Slot `index`'s gymnasium `render()` (an RGB array with render_mode="rgb_array")."""
-    if self._processes:
-      return self._processes.render(index)
     return self._envs[index].render()
 
   def close(self) -> None:
-    """Closes the envs (and ends their child processes); safe to repeat."""
-    if self._processes:
-      self._processes.close()
     for env in self._envs:
       env.close()

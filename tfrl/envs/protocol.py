@@ -169,8 +169,7 @@ def _check_int(name: str, value, minimum: int) -> None:
 
 
 def make_env(protocol: EnvProtocol, num_envs: int, seed: int = 0, *,
-             auto_reset: bool = True, enforce_frame_cap: bool = True,
-             env_processes: int = 0, **overrides):
+             auto_reset: bool = True, enforce_frame_cap: bool = True, **overrides):
   """The batched env of `protocol`: `AtariEnv` for a game, `GymEnv` for an env id.
 
   Args:
@@ -180,9 +179,6 @@ def make_env(protocol: EnvProtocol, num_envs: int, seed: int = 0, *,
     auto_reset: start a new episode in a slot as soon as one ends.
     enforce_frame_cap: False: the caller ends episodes at the protocol's frame
       cap itself (the population evaluator); the env keeps only its own limit.
-    env_processes: a gymnasium env's envs are stepped in this many child
-      processes (`GymEnv(processes=)`); 0: in this process. Atari: 0 only
-      (its emulators step in compiled ops, without the GIL).
     **overrides: the env's own settings that are not part of the protocol
       (Atari's screen: `screen_size`, `grayscale`, `max_pool`, `stack`;
       gymnasium's `render_mode`).
@@ -196,13 +192,10 @@ def make_env(protocol: EnvProtocol, num_envs: int, seed: int = 0, *,
     from tfrl.envs.gym_env import GymEnv  # pylint: disable=import-outside-toplevel
     try:
       return GymEnv(protocol.env, num_envs, seed=seed, auto_reset=auto_reset,
-                    max_episode_steps=steps, processes=env_processes, **overrides)
+                    max_episode_steps=steps, **overrides)
     except ValueError as e:
       raise ValueError(f"unknown or unusable --env={protocol.env}: "
                        f"{str(e).splitlines()[0]}") from None
-  if env_processes:
-    raise ValueError(f"--env_processes is for gymnasium envs (--env); --game="
-                     f"{protocol.game} steps its emulators in compiled ops.")
   # Imported here: it needs the compiled ALE ops (an ImportError that says how
   # to build them), which gymnasium envs do not.
   from tfrl.envs.atari_env import AtariEnv  # pylint: disable=import-outside-toplevel

@@ -76,8 +76,7 @@ def worker_spec(config: NeuroevolutionConfig, capacity: int):
         incremental=config.network.incremental(network),
         refresh_steps=config.network.refresh_steps, cache_size=config.cache_size(),
         env_seed=seed, head=None if head.is_discrete else head,
-        obs_norm_clip=norm.clip if norm.enabled else None,
-        env_processes=config.evaluator.env_processes)
+        obs_norm_clip=norm.clip if norm.enabled else None)
   finally:
     probe.close()
   return spec, observation_spec

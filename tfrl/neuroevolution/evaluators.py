@@ -215,9 +215,7 @@ class LocalEvaluator(Evaluator):
 
   def describe(self) -> str:
     groups = len(self.pipelined.groups)
-    processes = getattr(self.env, "processes", 0)
-    where = f", {processes} env processes" if processes else ""
-    return (f"local: {self.env.num_envs} slots in {groups} groups{where} | op "
+    return (f"local: {self.env.num_envs} slots in {groups} groups | op "
             f"{'compiled' if self.network.use_op else 'reference'}")
 
 

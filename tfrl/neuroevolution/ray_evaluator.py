@@ -457,10 +457,8 @@ class RayEvaluator(evaluators.Evaluator):
       self._ray.shutdown()
 
   def describe(self) -> str:
-    processes = self.spec.env_process_count()
-    where = f" ({processes} env processes)" if processes else ""
     return (f"ray: {self.workers_alive} workers x {self.spec.num_envs} slots in "
-            f"{self.spec.slot_groups} groups{where}, {self.config.worker_cpus:g} CPUs each")
+            f"{self.spec.slot_groups} groups, {self.config.worker_cpus:g} CPUs each")
 
 
 def _task_error(error) -> BaseException:

@@ -3,7 +3,7 @@
     NeuroevolutionConfig
       env:        tfrl.envs.EnvProtocol       --game, --env, --max_episode_frames, ...
       network:    NetworkSettings             --arch, --hidden, --inference, ...
-      evaluator:  EvaluatorSettings           --num_envs, --slot_groups, --env_processes, ...
+      evaluator:  EvaluatorSettings           --num_envs, --slot_groups, --noise_table_size
       run:        RunSettings                 --generations, --logdir, --resume, ...
       ray:        ray_evaluator.RayConfig     --ray_address, --ray_workers, ...
       algorithm:  GAConfig or ESConfig        --population, --seed, --truncation, ...
@@ -114,13 +114,6 @@ class EvaluatorSettings:
   """The local evaluator's slots and the shared noise table."""
   num_envs: int = flagconfig.field(32, "Env slots (split over --slot_groups).")
   slot_groups: int = flagconfig.field(2, "Slot groups pipelined against each other.")
-  env_processes: Optional[int] = flagconfig.field(
-      None, "Child processes that step a gymnasium env's slots, each a block of them "
-      "(0: this process). Default: one per slot group for MuJoCo tasks, else 0.")
-
-  def __post_init__(self):
-    if self.env_processes is not None and self.env_processes < 0:
-      raise ValueError(f"--env_processes must be >= 0, got {self.env_processes}.")
   noise_table_size: int = flagconfig.field(noise_lib.DEFAULT_SIZE,
                                            "Floats in the shared noise table.")
 
@@ -164,9 +157,6 @@ class NeuroevolutionConfig:
     if not isinstance(self.algorithm, SearchConfig):
       raise ValueError(f"NeuroevolutionConfig.algorithm must be a GAConfig or ESConfig, "
                        f"got {self.algorithm!r}.")
-    if self.env.is_atari and self.evaluator.env_processes:
-      raise ValueError("--env_processes is for gymnasium envs (--env); Atari games step "
-                       "in compiled ops.")
     if getattr(self.algorithm, "vbn", None) is not None:
       if self.ray.address:
         raise ValueError("--virtual_batch_norm is not supported with --ray_address yet "

@@ -9,7 +9,6 @@ paths cannot drift apart.
 import dataclasses
 from typing import Optional
 
-from tfrl import gym_make
 from tfrl.envs.protocol import EnvProtocol, make_env
 from tfrl.neuroevolution import evaluation
 from tfrl.neuroevolution import evaluators
@@ -19,30 +18,15 @@ from tfrl.neuroevolution import noise as noise_lib
 from tfrl.neuroevolution import population_net
 
 
-def make_worker_env(protocol: EnvProtocol, num_envs: int, seed: int,
-                    env_processes: int = 0):
-  """The batched env the population evaluator plays on (a gymnasium env's envs
-  in `env_processes` child processes; 0: in this one).
+def make_worker_env(protocol: EnvProtocol, num_envs: int, seed: int):
+  """The batched env the population evaluator plays on.
 
   No auto-reset: the evaluator resets every episode with its seed (an
   auto-reset would spend another reset sequence). The protocol's frame cap is
   the evaluator's to enforce (`WorkerSpec.episode_frame_cap`): it counts the
   same steps as the env would, and plans its graph calls around the cap.
   """
-  return make_env(protocol, num_envs, seed, auto_reset=False, enforce_frame_cap=False,
-                  env_processes=env_processes)
-
-
-def default_env_processes(protocol: EnvProtocol, slot_groups: int) -> int:
-  """One child process per slot group for gymnasium's MuJoCo tasks, else none.
-
-  In one process the slot groups' env steps queue behind one GIL, for the
-  Python gymnasium runs around MuJoCo's step (docs/neuroevolution.md,
-  "Throughput on MuJoCo"); a child per group gives each group's envs a core.
-  Atari steps in compiled ops without the GIL, and a cheap env (CartPole)
-  would spend more on the round trip to a child than on its step.
-  """
-  return slot_groups if gym_make.is_mujoco(protocol.env) else 0
+  return make_env(protocol, num_envs, seed, auto_reset=False, enforce_frame_cap=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,13 +47,6 @@ class WorkerSpec:
   env_seed: int = 0            # slot i's env is seeded from (env_seed, i)
   head: Optional[heads.ActionHead] = None  # None: Discrete(num_actions)
   obs_norm_clip: Optional[float] = None    # observation normalization's clip (None: off)
-  env_processes: Optional[int] = None      # None: `default_env_processes`
-
-  def env_process_count(self) -> int:
-    """The child processes that step the env's slots (0: the evaluator's own)."""
-    if self.env_processes is not None:
-      return self.env_processes
-    return default_env_processes(self.env, self.slot_groups)
 
   @property
   def episode_frame_cap(self) -> Optional[int]:
@@ -85,7 +62,7 @@ class WorkerSpec:
 def build_local(spec: WorkerSpec, table: Optional[noise_lib.NoiseTable] = None
                 ) -> evaluators.LocalEvaluator:
   """The env, population network, parent cache and evaluator of `spec`."""
-  env = make_worker_env(spec.env, spec.num_envs, spec.env_seed, spec.env_process_count())
+  env = make_worker_env(spec.env, spec.num_envs, spec.env_seed)
   if table is None:
     table = noise_lib.NoiseTable(spec.noise_seed, spec.noise_size)
   layout = spec.layout()
