@@ -51,8 +51,6 @@ from benchmarks import provenance  # pylint: disable=g-import-not-at-top
 from benchmarks.peers import runs  # pylint: disable=g-import-not-at-top
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# The HalfCheetah preset is being added with ES's MuJoCo support: until then
-# pass another command with --tfrl_command.
 TFRL_COMMAND = "-m tfrl.es --preset=es_halfcheetah"
 TFRL_EVAL_COMMAND = "-m tfrl.evaluate"
 EVOTORCH_DRIVER = os.path.join(ROOT, "benchmarks", "peers", "evotorch_pgpe.py")
