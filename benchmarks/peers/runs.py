@@ -95,9 +95,34 @@ def _wait_session(proc: subprocess.Popen, seconds: float) -> bool:
     time.sleep(0.5)
 
 
+def _stop_session(proc: subprocess.Popen, grace: float) -> str:
+  """Ctrl-C to the run's process group, then SIGTERM and SIGKILL to its session,
+  each only if the last left something alive; the last signal sent, or "exited"."""
+  how = "exited"
+  for sig, name, wait in ((signal.SIGINT, "sigint", grace),
+                          (signal.SIGTERM, "sigterm", 30), (signal.SIGKILL, "sigkill", 30)):
+    if _wait_session(proc, 0):
+      break
+    how = name
+    if sig == signal.SIGINT:  # Ctrl-C: to the foreground process group
+      try:
+        os.killpg(proc.pid, sig)
+      except ProcessLookupError:
+        pass
+    else:
+      _signal_session(proc.pid, sig)
+    if _wait_session(proc, wait):
+      break
+  return how
+
+
 def run_for(command: Sequence[str], seconds: float, output: str, cwd: Optional[str] = None,
             env: Optional[Dict[str, str]] = None, grace: float = 180.0) -> Finished:
-  """Runs `command` for `seconds` of wall clock (or until it exits), then stops it."""
+  """Runs `command` for `seconds` of wall clock (or until it exits), then stops it.
+
+  The run has a session of its own, so a Ctrl-C of the benchmark does not
+  reach it: when the benchmark is interrupted, the run is stopped the same
+  way before the interruption goes on."""
   os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
   with open(output, "w") as out:
     start = time.time()
@@ -108,23 +133,13 @@ def run_for(command: Sequence[str], seconds: float, output: str, cwd: Optional[s
       stop_sent = None
     except subprocess.TimeoutExpired:
       stop_sent = time.time()
+    except BaseException:
+      _stop_session(proc, grace=30)
+      raise
     how = "exited"
     # Ended by itself: what it started gets 30 s to follow before the signals.
     if stop_sent is not None or not _wait_session(proc, 30):
-      for sig, name, wait in ((signal.SIGINT, "sigint", grace),
-                              (signal.SIGTERM, "sigterm", 30), (signal.SIGKILL, "sigkill", 30)):
-        if _wait_session(proc, 0):
-          break
-        how = name
-        if sig == signal.SIGINT:  # Ctrl-C: to the foreground process group
-          try:
-            os.killpg(proc.pid, sig)
-          except ProcessLookupError:
-            pass
-        else:
-          _signal_session(proc.pid, sig)
-        if _wait_session(proc, wait):
-          break
+      how = _stop_session(proc, grace)
     proc.wait()
   return Finished(list(command), start, stop_sent, time.time(), proc.returncode, how, output)
 

@@ -1,0 +1,69 @@
+"""The races' run helper leaves nothing behind when the race itself is interrupted."""
+
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+from absl.testing import absltest
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _alive(marker: str):
+  """Pids of live processes whose command line holds `marker` (from /proc)."""
+  pids = []
+  for entry in os.listdir("/proc"):
+    try:
+      with open(f"/proc/{entry}/cmdline", "rb") as f:
+        cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+      with open(f"/proc/{entry}/stat") as f:
+        state = f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+      continue
+    if marker in cmdline and state != "Z" and int(entry) != os.getpid():
+      pids.append(int(entry))
+  return pids
+
+
+class RunForTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.workdir = tempfile.mkdtemp()
+
+  def test_ctrl_c_of_the_race_stops_the_run_and_what_it_started(self):
+    # A run in its own session (as the races start them) with a grandchild;
+    # the race gets SIGINT while it waits.
+    marker = f"sleep 3{os.getpid() % 1000:03d}"
+    script = textwrap.dedent(f"""
+        import os, signal, sys, threading, time
+        sys.path.insert(0, {_ROOT!r})
+        from benchmarks.peers import runs
+        def interrupt():
+          time.sleep(2)
+          os.kill(os.getpid(), signal.SIGINT)
+        threading.Thread(target=interrupt, daemon=True).start()
+        try:
+          runs.run_for([sys.executable, "-c", "import subprocess, time; "
+                        "subprocess.Popen('{marker}'.split()); time.sleep(300)"], 120,
+                       {os.path.join(self.workdir, 'run.out')!r})
+        except KeyboardInterrupt:
+          print("interrupted")
+        """)
+    race = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    self.assertIn("interrupted", race.stdout, race.stderr)
+    deadline = time.time() + 5
+    while _alive(marker) and time.time() < deadline:
+      time.sleep(0.2)
+    left = _alive(marker)
+    for pid in left:
+      os.kill(pid, 9)
+    self.assertEmpty(left)
+
+
+if __name__ == "__main__":
+  absltest.main()
