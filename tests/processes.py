@@ -23,7 +23,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Iterator, List, Optional, Pattern, Sequence, Union
+from typing import Dict, Iterator, List, Optional, Pattern, Sequence, Union
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _ENDED = "its output ended"
@@ -181,3 +181,18 @@ def kill(proc: CliProcess) -> None:
     pass
   if proc.join_output(30) and proc.stdout:
     proc.stdout.close()
+
+
+def mentioning(text: str) -> Dict[int, str]:
+  """{pid: command line} of this machine's processes whose command line
+  contains `text`, this process excepted (a zombie's command line is empty)."""
+  found = {}
+  for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+      with open(f"/proc/{pid}/cmdline", "rb") as f:
+        cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+      continue
+    if text in cmdline and int(pid) != os.getpid():
+      found[int(pid)] = cmdline
+  return found

@@ -27,6 +27,8 @@ import tempfile
 
 from absl.testing import absltest
 
+from tests import processes
+
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _DOC = os.path.join(_ROOT, "docs", "scaling.md")
 _GENERATION = re.compile(r"gen\s+(\d+) \| best\s+(\S+) \| mean\s+(\S+) \| elite\s+(\S+) \| "
@@ -119,7 +121,7 @@ class ClusterRecipeTest(absltest.TestCase):
     left = ast.literal_eval(left)
     self.assertLen(left, 2, left)
     self.assertFalse([p for p in left if p.startswith(_RAY_PROCESSES)], left)
-    self.assertFalse(_processes_mentioning(tmp))
+    self.assertFalse(list(processes.mentioning(tmp).values()))
 
     # The same GA without Ray, outside the namespace: the same run.
     [logdir] = [os.path.join(tmp, d, "ga") for d in os.listdir(tmp) if d.startswith("tmp.")]
@@ -151,20 +153,6 @@ def _run_in_namespace(command, stdin, env, cwd, timeout=1200):
     raise AssertionError(f"the recipe did not end within {timeout} s:\n{stdout[-3000:]}\n"
                          f"{stderr[-3000:]}") from None
   return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
-
-
-def _processes_mentioning(text):
-  """Command lines of this machine's processes that contain `text`."""
-  found = []
-  for pid in filter(str.isdigit, os.listdir("/proc")):
-    try:
-      with open(f"/proc/{pid}/cmdline", "rb") as f:
-        cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-      continue
-    if text in cmdline and int(pid) != os.getpid():
-      found.append(cmdline)
-  return found
 
 
 if __name__ == "__main__":

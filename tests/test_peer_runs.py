@@ -9,23 +9,9 @@ import time
 
 from absl.testing import absltest
 
+from tests import processes
+
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _alive(marker: str):
-  """Pids of live processes whose command line holds `marker` (from /proc)."""
-  pids = []
-  for entry in os.listdir("/proc"):
-    try:
-      with open(f"/proc/{entry}/cmdline", "rb") as f:
-        cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
-      with open(f"/proc/{entry}/stat") as f:
-        state = f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-      continue
-    if marker in cmdline and state != "Z" and int(entry) != os.getpid():
-      pids.append(int(entry))
-  return pids
 
 
 class RunForTest(absltest.TestCase):
@@ -57,9 +43,9 @@ class RunForTest(absltest.TestCase):
                           timeout=120)
     self.assertIn("interrupted", race.stdout, race.stderr)
     deadline = time.time() + 5
-    while _alive(marker) and time.time() < deadline:
+    while list(processes.mentioning(marker)) and time.time() < deadline:
       time.sleep(0.2)
-    left = _alive(marker)
+    left = list(processes.mentioning(marker))
     for pid in left:
       os.kill(pid, 9)
     self.assertEmpty(left)
