@@ -200,19 +200,16 @@ class EvolutionStrategy:
     if self.normalizer is not None:
       self.normalizer.begin(self.evaluator)
       observe = {"observe": self.normalizer.observe(seeds)}
-    started = time.perf_counter()
-    res = self.evaluator.evaluate(genomes, cfg.episodes_per_eval, seeds, **observe)
-    breakdown.evaluated("eval", started, res)
+    res = breakdown.evaluate("eval", self.evaluator, genomes, cfg.episodes_per_eval, seeds,
+                             **observe)
     fitness = res.fitness
     shaped = centered_ranks(fitness) if cfg.fitness_shaping else worst_for_nan(fitness)
     grad = estimate_gradient(noise, shaped[0::2], shaped[1::2], cfg.sigma)
     self.theta = self.adam.ascent(self.theta, grad - cfg.l2 * self.theta)
 
     self.evaluator.set_center(self.theta)
-    center_seeds = self._seeds(CENTER_PHASE, 1, cfg.center_episodes)
-    started = time.perf_counter()
-    center = self.evaluator.evaluate([_CENTER], cfg.center_episodes, center_seeds)
-    breakdown.evaluated("elite", started, center)
+    center = breakdown.evaluate("elite", self.evaluator, [_CENTER], cfg.center_episodes,
+                                self._seeds(CENTER_PHASE, 1, cfg.center_episodes))
     self._elite_stats = self._center_statistics()
     self.elite_score = float(center.fitness[0])
     if self.normalizer is not None:

@@ -145,10 +145,8 @@ class GeneticAlgorithm:
     if self.normalizer is not None:
       self.normalizer.begin(self.evaluator)
       observe = {"observe": self.normalizer.observe(seeds)}
-    started = time.perf_counter()
-    res = self.evaluator.evaluate(pop, cfg.episodes_per_eval, seeds,
-                                  expected_steps=self._expected_steps, **observe)
-    breakdown.evaluated("eval", started, res)
+    res = breakdown.evaluate("eval", self.evaluator, pop, cfg.episodes_per_eval, seeds,
+                             expected_steps=self._expected_steps, **observe)
     fitness = res.fitness
     frames = res.frames
     # NaN returns rank last (never a parent); generation_metrics counts them.
@@ -173,10 +171,9 @@ class GeneticAlgorithm:
       children = [None] + [parents[c].child(o, cfg.mutation_power)
                            for c, o in zip(choice, offsets)]
     self.evaluator.prepare(children)
-    elite_seeds = self._seeds(ELITE_PHASE, len(candidates), cfg.elite_episodes)
-    started = time.perf_counter()
-    elite_res = self.evaluator.evaluate(candidates, cfg.elite_episodes, elite_seeds)
-    breakdown.evaluated("elite", started, elite_res)
+    elite_res = breakdown.evaluate(
+        "elite", self.evaluator, candidates, cfg.elite_episodes,
+        self._seeds(ELITE_PHASE, len(candidates), cfg.elite_episodes))
     frames += elite_res.frames
     scores = elite_res.fitness
     best = int(np.argmax(rankable(scores)))

@@ -140,9 +140,7 @@ class Breakdown:
   """A generation's parts, in seconds, as the algorithm and the run time them.
 
       breakdown = Breakdown()                     # the generation starts
-      started = time.perf_counter()
-      result = evaluator.evaluate(...)
-      breakdown.evaluated("eval", started, result)
+      result = breakdown.evaluate("eval", evaluator, genomes, episodes, seeds)
       breakdown.step_metrics()     # the algorithm's step: its calls and `update`
       breakdown.add("checkpoint", seconds)        # the run adds its own parts
       breakdown.seconds()          # every part of PARTS, and `wall`
@@ -156,12 +154,15 @@ class Breakdown:
   def add(self, part: str, seconds: float) -> None:
     self.parts[part] = self.parts.get(part, 0.0) + seconds
 
-  def evaluated(self, part: str, started: float, result) -> None:
-    """An evaluation call of `part` that started at perf_counter() `started`
-    and returned `result` (an `EvalResult`: its `timing`, if any, is kept)."""
+  def evaluate(self, part: str, evaluator, *args, **kwargs):
+    """`evaluator.evaluate(*args, **kwargs)`, timed as `part`; its result's
+    `timing` (an `EvalTiming`), if any, is kept."""
+    started = time.perf_counter()
+    result = evaluator.evaluate(*args, **kwargs)
     self.add(part, time.perf_counter() - started)
     if getattr(result, "timing", None) is not None:
       self.evaluations[part] = dataclasses.asdict(result.timing)
+    return result
 
   def step_metrics(self) -> Dict[str, dict]:
     """An algorithm's step's entries of its metrics: `time`, its evaluation
