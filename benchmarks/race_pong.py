@@ -12,7 +12,9 @@ repository (benchmarks/README.md says how they were installed):
   from tfrl's venv;
 - sb3_ppo, sb3_a2c: `python -m rl_zoo3.train --algo ppo|a2c --env
   PongNoFrameskip-v4` with rl-zoo3's own Atari hyperparameters (its
-  hyperparams/ppo.yml and a2c.yml), from --sb3_venv;
+  hyperparams/ppo.yml and a2c.yml), from --sb3_venv, with `--env-kwargs
+  repeat_action_probability:<p>` where p is the tfrl preset's (sticky actions:
+  both sides play the same protocol);
 - sf_appo: Sample Factory's Atari example, `python -m
   sf_examples.atari.train_atari --algo=APPO --env=atari_pong`, from --sf_venv.
 
@@ -71,6 +73,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # tfrl's main command (README): the race runs whatever the preset holds now.
 TFRL_COMMAND = ("-m", "tfrl.ga3c", "--preset=ga3c_pong")
 GYM_ID = "PongNoFrameskip-v4"
+PRESET_FILE = os.path.join(ROOT, "flags", "ga3c_pong.flags")
 FRAME_SKIP = 4
 ROWS = ("tfrl", "sb3_ppo", "sb3_a2c", "sf_appo")
 SB3_PACKAGES = ("stable_baselines3", "rl_zoo3", "sb3_contrib", "torch", "gymnasium",
@@ -106,6 +109,15 @@ _OUTPUT = flags.DEFINE_string("output", "race_pong.json", "JSON path.")
 _CHART = flags.DEFINE_string("chart", "", "Chart PNG (default: the JSON path with .png).")
 
 
+def preset_repeat_action_probability():
+  """The sticky-action probability tfrl's preset trains with (0 if it sets none)."""
+  with open(PRESET_FILE) as f:
+    for line in f:
+      if line.startswith("--repeat_action_probability="):
+        return float(line.split("=", 1)[1])
+  return 0.0
+
+
 def _fmt(value, spec):
   return "-" if value is None else format(value, spec)
 
@@ -122,6 +134,7 @@ def command(row, rundir, seed, throughput):
     return ([os.path.join(_SB3_VENV.value, "bin", "python"), "-m", "rl_zoo3.train",
              "--algo", row[4:], "--env", GYM_ID, "-f", os.path.join(rundir, "logs"),
              "-tb", os.path.join(rundir, "tb"), "--seed", str(seed),
+             "--env-kwargs", f"repeat_action_probability:{preset_repeat_action_probability():g}",
              *_SB3_ARGS.value.split()], rundir)
   if row == "sf_appo":
     return ([os.path.join(_SF_VENV.value, "bin", "python"), "-m",
@@ -337,6 +350,10 @@ def main(argv):
   workdir = _WORKDIR.value or tempfile.mkdtemp(prefix="tfrl_race_pong_")
   record = {"provenance": provenance.provenance(), "tfrl_command": " ".join(TFRL_COMMAND),
             "workdir": workdir, "peers": peer_versions(), "frame_skip": FRAME_SKIP,
+            "repeat_action_probability": {
+                "tfrl": preset_repeat_action_probability(),
+                "sb3": preset_repeat_action_probability(),
+                "sf_appo": "its Atari example's default (not changed)"},
             "load_average_start": os.getloadavg(), "started": time.time()}
   if "throughput" in modes:
     record["throughput"] = throughput(workdir, record["peers"])
