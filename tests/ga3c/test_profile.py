@@ -8,6 +8,7 @@ import time
 
 import tensorflow as tf
 
+from benchmarks import profile_summary
 from tfrl.envs import EnvProtocol
 from tfrl.ga3c import GA3C, GA3CConfig
 
@@ -39,6 +40,13 @@ class ProfileTest(tf.test.TestCase):
     for name in (b"AleStep", b"AleObserve", b"QueueEnqueueManyV2",
                  b"QueueDequeueManyV2"):
       self.assertIn(name, data, f"{name!r} missing from the trace")
+    # benchmarks/profile_summary.py reads the same trace: the emulator's op
+    # shows up by its type with some of the traced self time.
+    summary = profile_summary.summarize(profile_summary.newest_run(
+        os.path.join(logdir, "profile")))
+    ops = {o["op"]: o["seconds"] for g in summary["groups"] for o in g["ops"]}
+    self.assertGreater(ops.get("AleStep", 0.0), 0.0, sorted(ops)[:40])
+    self.assertGreater(summary["span_seconds"], 0.0)
 
 
 if __name__ == "__main__":
