@@ -1,6 +1,6 @@
 """Incremental inference: the whole-network op against the per-layer ops, on one step.
 
-Plays Pong for --warm_steps steps with --rows rows of two random population
+Plays --game (Pong by default) for --warm_steps steps with --rows rows of two random population
 networks (the GA's initialisation: noise times `ParamLayout.init_scale`),
 then times the next step, in microseconds per row, side by side in one run:
 
@@ -61,6 +61,7 @@ from tfrl.ops import population as pop_ops  # pylint: disable=g-import-not-at-to
 from tfrl.ops import population_delta as delta  # pylint: disable=g-import-not-at-top
 from tfrl.ops import reference  # pylint: disable=g-import-not-at-top
 
+_GAME = flags.DEFINE_string("game", "pong", "ALE game played to the timed step.")
 _ARCHS = flags.DEFINE_list("archs", ["small", "large"], "Population network archs.")
 _DTYPES = flags.DEFINE_list("weight_dtypes", ["float32"], "Kernel dtypes (float32, bfloat16).")
 _ROWS = flags.DEFINE_integer("rows", 16, "Rows (env slots), half per network.")
@@ -176,7 +177,7 @@ def best_time(body, init):
 
 
 def play(env, arch, weight_dtype):
-  """Plays --warm_steps of Pong; returns (the next Step, the network, its layout)."""
+  """Plays --warm_steps of --game; returns (the next Step, the network, its layout)."""
   layout = pn.ParamLayout(pn.NetworkConfig(arch=arch, weight_dtype=weight_dtype),
                           env.observation_shape, env.num_actions)
   rows = _ROWS.value
@@ -282,8 +283,8 @@ def main(argv):
     print("The op library has no PopulationDeltaConv2D (build it with "
           "TFRL_BUILD_DELTA_CONV2D=1 for the `chain` column); timing `net` and `gemm`.")
   from tfrl.envs import AtariEnv  # pylint: disable=import-outside-toplevel
-  env = AtariEnv("pong", _ROWS.value, seed=0)
-  report = {"provenance": provenance.provenance(), "rows": _ROWS.value, "networks": 2,
+  env = AtariEnv(_GAME.value, _ROWS.value, seed=0)
+  report = {"provenance": provenance.provenance(), "game": _GAME.value, "rows": _ROWS.value, "networks": 2,
             "warm_steps": _WARM.value, "unit": "microseconds per row", "results": {}}
   for arch in _ARCHS.value:
     for dtype in _DTYPES.value:
