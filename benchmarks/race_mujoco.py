@@ -31,6 +31,12 @@ observation statistics frozen): the undiscounted return, no action noise.
 The same CPUs: EvoTorch gets --cpus actors (default: all cores); with fewer
 cores than the machine has, both runs are pinned to cores 0..cpus-1 (taskset).
 Writes JSON with provenance (EvoTorch's command and versions too) and a chart.
+
+--append adds runs to an existing --output of the same env, minutes and CPUs
+(a (library, seed) already there is refused): a race of 3 seeds x 2 x 30
+minutes can run one seed per sitting. Each run keeps the provenance of its
+own sitting (commit, CPU model, date), since a seed's two runs, not the
+seeds, share a machine.
 """
 
 import json
@@ -73,6 +79,8 @@ _LIBRARIES = flags.DEFINE_list("libraries", ["tfrl", "evotorch"], "Which to run.
 _WORKDIR = flags.DEFINE_string("workdir", "", "Where runs write (default: a new temp dir).")
 _OUTPUT = flags.DEFINE_string("output", "race_mujoco.json", "JSON path.")
 _CHART = flags.DEFINE_string("chart", "", "Chart PNG (default: the JSON path with .png).")
+_APPEND = flags.DEFINE_bool("append", False, "Add the runs to an existing --output "
+                            "(same env, minutes and CPUs) instead of replacing it.")
 
 
 def _fmt(value, spec):
@@ -235,6 +243,27 @@ def chart(record, path):
   plt.close(fig)
 
 
+def appended_to():
+  """The --output record that --append adds to, checked against this sitting's."""
+  try:
+    with open(_OUTPUT.value) as f:
+      earlier = json.load(f)
+  except (OSError, ValueError) as e:
+    raise app.UsageError(f"--append needs a readable race JSON at --output={_OUTPUT.value}: "
+                         f"{e}") from e
+  mine = {"env": _ENV.value, "minutes": _MINUTES.value, "cpus": _CPUS.value}
+  theirs = {k: earlier.get(k) for k in mine}
+  if mine != theirs:
+    raise app.UsageError(f"--append: {_OUTPUT.value} raced {theirs}, this sitting {mine}; "
+                         "a race keeps one env, budget and CPU count")
+  done = {(r["library"], r["seed"]) for r in earlier.get("runs", [])}
+  again = sorted(f"{lib} seed {s}" for s in (int(s) for s in _SEEDS.value)
+                 for lib in _LIBRARIES.value if (lib, s) in done)
+  if again:
+    raise app.UsageError(f"--append: {_OUTPUT.value} already has {', '.join(again)}")
+  return earlier
+
+
 def main(argv):
   del argv
   if _CPUS.value < 1 or _MINUTES.value <= 0 or not _SEEDS.value:
@@ -246,6 +275,7 @@ def main(argv):
       os.path.join(_EVOTORCH_VENV.value, "bin", "python")):
     raise app.UsageError(f"no python in --evotorch_venv={_EVOTORCH_VENV.value}")
   workdir = _WORKDIR.value or tempfile.mkdtemp(prefix="tfrl_race_mujoco_")
+  earlier = appended_to() if _APPEND.value else None
   record = {"provenance": provenance.provenance(), "env": _ENV.value,
             "minutes": _MINUTES.value, "cpus": _CPUS.value, "workdir": workdir,
             "tfrl_command": _TFRL_COMMAND.value, "tfrl_eval_command": TFRL_EVAL_COMMAND,
@@ -254,12 +284,18 @@ def main(argv):
                          "versions": runs.venv_versions(_EVOTORCH_VENV.value,
                                                         EVOTORCH_PACKAGES)},
             "load_average_start": os.getloadavg(), "runs": []}
+  sitting = record["provenance"]
   for seed in (int(s) for s in _SEEDS.value):
     for lib in _LIBRARIES.value:
       result = (run_tfrl if lib == "tfrl" else run_evotorch)(workdir, seed)
       result["summary"] = summarize(result)
+      result["provenance"] = sitting
       record["runs"].append(result)
   record["load_average_end"] = os.getloadavg()
+  if earlier is not None:
+    earlier.setdefault("sittings", [earlier["provenance"]]).append(sitting)
+    earlier["runs"].extend(record["runs"])
+    record = earlier
   print_table(record["runs"])
   os.makedirs(os.path.dirname(os.path.abspath(_OUTPUT.value)), exist_ok=True)
   with open(_OUTPUT.value, "w") as f:
