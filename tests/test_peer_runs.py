@@ -28,6 +28,9 @@ class RunForTest(absltest.TestCase):
         import os, signal, sys, threading, time
         sys.path.insert(0, {_ROOT!r})
         from benchmarks.peers import runs
+        # Ctrl-C as a terminal delivers it, even where the suite was started in
+        # the background (which starts it with SIGINT ignored).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         def interrupt():
           time.sleep(2)
           os.kill(os.getpid(), signal.SIGINT)
