@@ -424,7 +424,8 @@ def gen_population_kernel_info(rng):
     names = [n.decode() for n in names.numpy()]
     if isa not in cpu:
       return f"isa {isa!r} not among the CPU's {cpu}"
-    if (names[1:] != ["avx2", "avx512", "amx", "gemm_streamed", "gemm_k_chunked", "gemm_tiles"]
+    if (names[1:] != ["avx2", "avx512", "amx", "gemm_streamed", "gemm_k_chunked", "gemm_tiles",
+                      "delta_circulant"]
         or names[0] not in ("sse", "portable")):
       return f"path names {names}"
     if np.any(calls.numpy() < 0) or amx.dtype != tf.bool:

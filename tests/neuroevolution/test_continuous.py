@@ -17,6 +17,7 @@ from tfrl.neuroevolution import ga
 from tfrl.neuroevolution import heads
 from tfrl.neuroevolution import normalization
 from tfrl.neuroevolution import population_net as pn
+from tfrl.neuroevolution import single_network
 from tfrl.neuroevolution import runner
 from tfrl.neuroevolution import worker
 
@@ -119,7 +120,7 @@ class HeadTest(tf.test.TestCase):
     self.assertAllClose(actions[0], actions[1], atol=1e-6)
     self.assertIn("box(2, tanh)", layout.describe())
     for row in range(3):
-      single = pn.SingleNetwork(layout, flat[row])(obs[row::3])["action"].numpy()
+      single = single_network.SingleNetwork(layout, flat[row])(obs[row::3])["action"].numpy()
       self.assertAllClose(single, actions[0][row::3], atol=1e-6)
     self.assertTrue(np.all(np.abs(actions[0][:, 0]) <= 0.4))
     self.assertGreater(len(np.unique(actions[0])), 6)  # not all saturated
@@ -196,7 +197,7 @@ class NormalizationTest(tf.test.TestCase):
                        res.observations.sumsq[order_b].tobytes())
     # Reference: play episode (3, 0) by hand, normalizing as the evaluator does.
     filt = normalization.ObservationFilter(4, 5.0, mean, std)
-    single = pn.SingleNetwork(layout, flat[3])
+    single = single_network.SingleNetwork(layout, flat[3])
     env = gym.make("InvertedPendulum-v5", max_episode_steps=200)
     obs, _ = env.reset(seed=int(seeds[3, 0]))
     total, squares, steps, done = np.zeros(4), np.zeros(4), 0, False

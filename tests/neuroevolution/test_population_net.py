@@ -10,6 +10,7 @@ from tfrl import export
 from tfrl.layers import circulant
 from tfrl.layers import spec as spec_lib
 from tfrl.neuroevolution import population_net as pn
+from tfrl.neuroevolution import single_network
 from tfrl.ops import population as pop_ops
 
 
@@ -112,17 +113,17 @@ class PopulationNetTest(tf.test.TestCase, parameterized.TestCase):
     ref = ref_net(obs, index, active).numpy()
     self.assertAllClose(got[active], ref[active], rtol=tol, atol=tol)
     for b in np.flatnonzero(active):
-      plain = pn.SingleNetwork(layout, flat[index[b]]).logits(obs[b:b + 1]).numpy()
+      plain = single_network.SingleNetwork(layout, flat[index[b]]).logits(obs[b:b + 1]).numpy()
       self.assertAllClose(got[b], plain[0], rtol=tol, atol=tol)
     acts = op_net.act(obs, index, active).numpy()
     self.assertAllEqual(acts[active], got[active].argmax(-1))
     if dtype != "float32":  # the rounded kernels really are what is computed
       self.assertEqual(op_net.kernels[0].dtype, tf.bfloat16)
-      f32 = pn.SingleNetwork(pn.ParamLayout(pn.NetworkConfig(arch=arch), obs_shape,
+      f32 = single_network.SingleNetwork(pn.ParamLayout(pn.NetworkConfig(arch=arch), obs_shape,
                                             actions), flat[index[0]])
       self.assertGreater(np.abs(f32.logits(obs[:1]).numpy()[0] - got[0]).max(), 1e-6)
     if conv_input != "float32" and arch != "mlp":  # the conv inputs really are rounded
-      unrounded = pn.SingleNetwork(
+      unrounded = single_network.SingleNetwork(
           pn.ParamLayout(pn.NetworkConfig(arch=arch, weight_dtype=dtype), obs_shape, actions),
           flat[index[0]])
       self.assertGreater(np.abs(unrounded.logits(obs[:1]).numpy()[0] - got[0]).max(), 2 * tol)
@@ -137,7 +138,7 @@ class PopulationNetTest(tf.test.TestCase, parameterized.TestCase):
     net = pn.PopulationNetwork(layout, capacity=2)
     net.load(flat)
     export_dir = os.path.join(self.get_temp_dir(), "elite")
-    export.export_policy(pn.SingleNetwork(layout, flat[1]),
+    export.export_policy(single_network.SingleNetwork(layout, flat[1]),
                          tf.TensorSpec([None, 36, 36, 2], tf.uint8), export_dir)
     serve = tf.saved_model.load(export_dir).signatures["serving_default"]
     obs = np.random.default_rng(5).integers(0, 256, (6, 36, 36, 2)).astype(np.uint8)
@@ -190,6 +191,36 @@ class PopulationNetTest(tf.test.TestCase, parameterized.TestCase):
       agree += int(np.all(np.argmax(logits, -1) == np.argmax(full, -1)))
       obs = env.step(tf.argmax(full, -1, output_type=tf.int32))[0]
     self.assertGreaterEqual(agree, 59)  # greedy actions agree (float ties aside)
+    env.close()
+
+  def test_compact_circulant_kernels_play_bitwise_as_expanded_on_frostbite(self):
+    # The Frostbite preset's network (circulant dense layer, block 16): stored
+    # compact, the incremental steps and the full forward equal the expanded
+    # network's bit for bit, and the compact layer is the only one stored so.
+    from tfrl.envs import AtariEnv  # pylint: disable=import-outside-toplevel
+    env = AtariEnv("frostbite", 4, seed=0)
+    plan = spec_lib.LayerPlan.parse("torso/dense_0=circulant:block_size=16")
+    layout = pn.ParamLayout(pn.NetworkConfig(arch="small", layer_plan=plan, use_op=True),
+                            env.observation_shape, env.num_actions)
+    flat = _flat(layout, 3, seed=2)
+    nets = [pn.PopulationNetwork(layout, capacity=3, compact_circulant=c) for c in (True, False)]
+    self.assertEqual(nets[0].compact, [False, False, True, False])
+    self.assertEqual(nets[0].kernels[2].shape.as_list(), [3, 16 * 162, 32])
+    self.assertEqual(nets[1].compact, [False] * 4)
+    for net in nets:
+      net.load(flat)
+    index = tf.constant([2, 0, 2, 1])
+    states = [net.incremental_initial_state(4) for net in nets]
+    rng = np.random.default_rng(0)
+    obs = env.reset()
+    for step in range(40):
+      fresh = tf.fill([4], step % 25 == 0)
+      out = [net.incremental_logits(obs, index, fresh, state) for net, state in zip(nets, states)]
+      self.assertAllEqual(out[0][0], out[1][0], msg=f"step {step}")
+      states = [o[1] for o in out]
+      obs = env.step(tf.constant(rng.integers(0, env.num_actions, 4), tf.int32))[0]
+    full = [net(obs, index, tf.ones([4], tf.bool)) for net in nets]
+    self.assertAllEqual(full[0], full[1])
     env.close()
 
   def test_incremental_state_is_refused_with_bfloat16_conv_inputs(self):

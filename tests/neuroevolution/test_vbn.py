@@ -18,6 +18,7 @@ from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import genome as genome_lib
 from tfrl.neuroevolution import noise as noise_lib
 from tfrl.neuroevolution import population_net as pn
+from tfrl.neuroevolution import single_network
 from tfrl.neuroevolution import runner
 from tfrl.neuroevolution import vbn
 from tfrl.ops import population as pop_ops
@@ -148,7 +149,7 @@ class VBNForwardTest(tf.test.TestCase, parameterized.TestCase):
     got = net(obs, index, np.ones(6, bool)).numpy()
     normalized = vbn.NormalizedLayout(layout)
     for p in range(3):
-      plain = pn.SingleNetwork(normalized, np.concatenate([flat[p], stats[p]]))
+      plain = single_network.SingleNetwork(normalized, np.concatenate([flat[p], stats[p]]))
       # Summation order only, plus a possible one-ulp bfloat16 flip of a
       # hidden value before the second convolution (see test_population_net).
       self.assertAllClose(got[index == p], plain.logits(obs[index == p]).numpy(),
@@ -259,7 +260,7 @@ class VBNEvolutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllEqual(out["action"].numpy(), live.argmax(-1))
     self.assertAllClose(out["probs"].numpy(), tf.nn.softmax(live).numpy(), atol=1e-5)
     # Without its statistics the centre is a different policy.
-    plain = pn.SingleNetwork(algo.genome_layout, algo.theta).logits(obs).numpy()
+    plain = single_network.SingleNetwork(algo.genome_layout, algo.theta).logits(obs).numpy()
     self.assertGreater(np.abs(plain - live).max(), 1e-2)
 
   def test_checkpoint_resume_keeps_reference_batch(self):

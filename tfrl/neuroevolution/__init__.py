@@ -13,6 +13,6 @@ from tfrl.neuroevolution.evaluation import EvalResult, PipelinedEvaluator
 from tfrl.neuroevolution.ga import GAConfig, GeneticAlgorithm
 from tfrl.neuroevolution.genome import Genome, ParamBuilder
 from tfrl.neuroevolution.noise import NoiseTable
-from tfrl.neuroevolution.population_net import (NetworkConfig, ParamLayout, PopulationNetwork,
-                                                SingleNetwork)
+from tfrl.neuroevolution.population_net import NetworkConfig, ParamLayout, PopulationNetwork
+from tfrl.neuroevolution.single_network import SingleNetwork
 from tfrl.neuroevolution.runner import RunConfig, export_elite, run

@@ -74,6 +74,10 @@ def worker_spec(config: NeuroevolutionConfig, capacity: int):
         num_envs=(ray and ray.worker_envs) or config.evaluator.num_envs,
         slot_groups=(ray and ray.worker_slot_groups) or config.evaluator.slot_groups,
         incremental=config.network.incremental(network),
+        # Incremental inference reads circulant kernels compact, unless VBN
+        # folds its statistics into them.
+        compact_circulant=(config.network.incremental(network)
+                           and getattr(config.algorithm, "vbn", None) is None),
         refresh_steps=config.network.refresh_steps, cache_size=config.cache_size(),
         env_seed=seed, head=None if head.is_discrete else head,
         obs_norm_clip=norm.clip if norm.enabled else None)

@@ -187,7 +187,7 @@ class ObservationFilter(tf.Module):
 class NormalizedInputLayout:
   """A layout whose flat vectors are a genome followed by its observations' mean and std.
 
-  `population_net.SingleNetwork(NormalizedInputLayout(base, clip), flat)` is the
+  `single_network.SingleNetwork(NormalizedInputLayout(base, clip), flat)` is the
   plain network with the normalization baked in (the exported elite).
   """
 

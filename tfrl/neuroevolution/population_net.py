@@ -30,7 +30,8 @@ mask of `target_sparsity`, drawn from the spec seed; the genome holds only the
 kept weights); `gst` (circulant when fan-in and fan-out are >= gst_min_dim,
 else pruned). Convolutions have no circulant variant and fall back to dense.
 The genome is the flat vector of compact parameters; `expand` turns it into
-the full kernels that the op multiplies; the layout's `heads.ActionHead`
+the full kernels that the op multiplies (incremental inference can read
+circulant kernels compact instead: `kernel_storage`); the layout's `heads.ActionHead`
 turns the policy outputs into actions (argmax, or bounded continuous actions).
 """
 
@@ -46,6 +47,7 @@ from tfrl.layers import circulant
 from tfrl.layers import gst
 from tfrl.layers import spec as spec_lib
 from tfrl.neuroevolution import heads
+from tfrl.neuroevolution import kernel_storage
 from tfrl.ops import population as pop_ops
 from tfrl.ops import population_delta as delta_ops
 
@@ -55,14 +57,6 @@ _CONV_NETS = {"small": networks.CONV_NETS["atari"], "large": networks.CONV_NETS[
 WEIGHT_DTYPES = ("float32", "bfloat16")
 CONV_INPUT_DTYPES = pop_ops.CONV_INPUT_DTYPES
 ACTIVATIONS = ("relu", "tanh")
-
-
-def round_kernel(kernel, weight_dtype: str) -> np.ndarray:
-  """A float32 kernel as the network with `weight_dtype` kernels computes with it."""
-  kernel = np.asarray(kernel, np.float32)
-  if weight_dtype == "float32":
-    return kernel
-  return tf.cast(tf.cast(kernel, weight_dtype), tf.float32).numpy()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -265,7 +259,11 @@ class PopulationNetwork(tf.Module):
     logits = net(obs, index, active)              # [B, A]; rows by network
   """
 
-  def __init__(self, layout: ParamLayout, capacity: int, name=None):
+  def __init__(self, layout: ParamLayout, capacity: int, name=None,
+               compact_circulant: bool = False):
+    """compact_circulant: store float32 circulant kernels compact (see
+    `kernel_storage`) for `incremental_logits` with the op; `__call__` then
+    expands them at each call, and they cannot be folded into (VBN)."""
     super().__init__(name=name)
     if capacity < 1:
       raise ValueError(f"capacity must be >= 1, got {capacity}.")
@@ -276,10 +274,14 @@ class PopulationNetwork(tf.Module):
       pop_ops.load_library()  # fail loudly now rather than at trace time.
     self.weight_dtype = tf.as_dtype(layout.config.weight_dtype)
     self.conv_input_dtype = layout.config.conv_input_dtype
-    self.kernels = [tf.Variable(tf.zeros([capacity, l.k, l.n], self.weight_dtype),
+    # Only a plain layout's kernels are its genome's (VBN's layout folds into them).
+    compact_circulant = compact_circulant and self.use_op and type(layout) is ParamLayout
+    self.compact = [bool(compact_circulant and kernel_storage.can_be_compact(
+        l, layout.config.weight_dtype)) for l in layout.layers]
+    self.kernels = [tf.Variable(tf.zeros([capacity, *self._kernel_shape(i)], self.weight_dtype),
                                 trainable=False,
                                 name=l.name.replace("/", "_") + "_kernel")
-                    for l in layout.layers]
+                    for i, l in enumerate(layout.layers)]
     self.biases = [tf.Variable(tf.zeros([capacity, l.n]), trainable=False,
                                name=l.name.replace("/", "_") + "_bias")
                    for l in layout.layers]
@@ -301,13 +303,23 @@ class PopulationNetwork(tf.Module):
                        f"{self.capacity}.")
     if staged is None:
       staged = StagedWeights(
-          [np.zeros((self.capacity, l.k, l.n), self.weight_dtype.as_numpy_dtype)
-           for l in self.layout.layers],
+          [np.zeros((self.capacity, *self._kernel_shape(i)), self.weight_dtype.as_numpy_dtype)
+           for i in range(len(self.layout.layers))],
           [np.zeros((self.capacity, l.n), np.float32) for l in self.layout.layers], 0)
-    for kernel, bias, (new_kernel, new_bias) in zip(staged.kernels, staged.biases,
-                                                    self.layout.expand(flat)):
-      kernel[first_row:first_row + n] = new_kernel
-      bias[first_row:first_row + n] = new_bias
+    rows = slice(first_row, first_row + n)
+    if not any(self.compact):
+      expanded = self.layout.expand(flat)
+    elif flat.ndim != 2 or flat.shape[1] != self.layout.dim:
+      raise ValueError(f"flat parameters must be [n, {self.layout.dim}], got {flat.shape}.")
+    else:
+      expanded = [None if compact else layer.expand(flat)
+                  for layer, compact in zip(self.layout.layers, self.compact)]
+    for i, layer in enumerate(self.layout.layers):
+      if self.compact[i]:
+        staged.kernels[i][rows] = kernel_storage.compact_kernels(layer, flat)
+        staged.biases[i][rows] = flat[:, layer.bias_offset:layer.bias_offset + layer.n]
+      else:
+        staged.kernels[i][rows], staged.biases[i][rows] = expanded[i]
     staged.loaded = max(staged.loaded, first_row + n)
     return staged
 
@@ -328,6 +340,20 @@ class PopulationNetwork(tf.Module):
       bv.assign(bias)
     self.loaded = weights.loaded
 
+  def _kernel_shape(self, i: int) -> Tuple[int, ...]:
+    layer = self.layout.layers[i]
+    return kernel_storage.compact_shape(layer) if self.compact[i] else (layer.k, layer.n)
+
+  def full_kernel(self, i: int) -> tf.Tensor:
+    """Layer i's [capacity, K, N] kernels (a dense read of the variable, see
+    `load`), expanded when stored compact."""
+    kernel = self.kernels[i].value()
+    if not self.compact[i]:
+      return kernel
+    layer = self.layout.layers[i]
+    index = kernel_storage.expansion_index(layer)
+    return tf.gather(tf.reshape(kernel, [self.capacity, -1]), index, axis=1)
+
   def __call__(self, obs, index, active):
     """Logits [B, A] of each row's network; rows with active=False are zero.
 
@@ -344,7 +370,8 @@ class PopulationNetwork(tf.Module):
     else:
       h, scale = preprocess(obs), 1.0
     batch = tf.shape(h)[0]
-    for layer, kernel, bias in zip(self.layout.layers, self.kernels, self.biases):
+    for i, (layer, bias) in enumerate(zip(self.layout.layers, self.biases)):
+      kernel = self.full_kernel(i) if self.compact[i] else self.kernels[i]
       # bias.value(): a dense read of the variable, see `load`.
       if layer.conv is not None:
         ks, stride = layer.conv
@@ -430,7 +457,9 @@ class PopulationNetwork(tf.Module):
           x, x_prev, state[1:], [k.value() for k in self.kernels],
           [b.value() for b in self.biases], index, fresh,
           kernel_sizes=[ks for ks, _, _ in geometry], strides=[st for _, st, _ in geometry],
-          relus=[layer.relu for layer in self.layout.layers[:-1]], input_scale=scale)
+          relus=[layer.relu for layer in self.layout.layers[:-1]], input_scale=scale,
+          circulant_blocks=[l.block_size if c else 0
+                            for l, c in zip(self.layout.layers, self.compact)])
       return logits, [obs] + acc
     input_bias, input_relu = None, False
     new_state = [obs]
@@ -444,49 +473,3 @@ class PopulationNetwork(tf.Module):
       scale, input_bias, input_relu = 1.0, self.biases[i].value(), layer.relu
     logits = x[:, 0, 0, :] + tf.gather(self.biases[-1].value(), index)
     return logits, new_state
-
-
-class SingleNetwork(tf.Module):
-  """One network of a layout as plain TF ops (conv2d / matmul), for export.
-
-  `__call__(obs)` returns the head's outputs (`tfrl.export`'s policy format).
-  It computes what the population network computes: kernels rounded as stored,
-  with `conv_input_dtype="bfloat16"` each convolution's input cast to bfloat16
-  and back, observations normalized first by `layout.observation_filter`, if any.
-  """
-
-  def __init__(self, layout: ParamLayout, flat: np.ndarray, name=None):
-    super().__init__(name=name)
-    self.layout = layout
-    make_filter = getattr(layout, "observation_filter", None)
-    self.observation_filter = make_filter(flat) if make_filter else None
-    expanded = layout.expand(np.asarray(flat, np.float32).reshape(1, -1))
-    self.round_conv_inputs = layout.config.conv_input_dtype == "bfloat16"
-    self.kernels, self.biases = [], []
-    for layer, (kernel, bias) in zip(layout.layers, expanded):
-      w = round_kernel(kernel[0], layout.config.weight_dtype)
-      if layer.conv is not None:
-        ks = layer.conv[0]
-        w = w.reshape(ks, ks, layer.k // (ks * ks), layer.n)
-      self.kernels.append(tf.Variable(w, trainable=False,
-                                      name=layer.name.replace("/", "_") + "_kernel"))
-      self.biases.append(tf.Variable(bias[0], trainable=False,
-                                     name=layer.name.replace("/", "_") + "_bias"))
-
-  def logits(self, obs):
-    h = preprocess(obs)
-    if self.observation_filter is not None:
-      h = self.observation_filter(h)
-    for layer, kernel, bias in zip(self.layout.layers, self.kernels, self.biases):
-      if layer.conv is not None:
-        if self.round_conv_inputs:
-          h = pop_ops.round_to_bfloat16(h)
-        h = tf.nn.conv2d(h, kernel, layer.conv[1], "VALID") + bias
-      else:
-        h = tf.matmul(tf.reshape(h, [-1, layer.k]), kernel) + bias
-      if layer.relu:
-        h = tf.tanh(h) if self.layout.config.activation == "tanh" else tf.nn.relu(h)
-    return h
-
-  def __call__(self, obs):
-    return self.layout.head.policy_outputs(self.logits(obs))

@@ -36,7 +36,7 @@ from tfrl import run_loop
 from tfrl.neuroevolution import checkpoint
 from tfrl.neuroevolution import evaluation
 from tfrl.neuroevolution import evaluators
-from tfrl.neuroevolution import population_net
+from tfrl.neuroevolution import single_network
 from tfrl.neuroevolution import timing
 
 SCALARS = ("best", "mean", "elite", "frames", "frames_per_second",
@@ -89,7 +89,7 @@ def export_elite(algorithm, export_dir: str, observation_spec: tf.TensorSpec,
                  env_protocol=None) -> str:
   """Slices the elite out of the population into a plain network and exports it."""
   from tfrl import export as export_lib  # the GA3C engineer's policy format.
-  policy = population_net.SingleNetwork(algorithm.layout, algorithm.elite_params())
+  policy = single_network.SingleNetwork(algorithm.layout, algorithm.elite_params())
   return export_lib.export_policy(policy, observation_spec, export_dir, env_protocol)
 
 

@@ -45,6 +45,7 @@ import tensorflow as tf
 
 from tfrl import flagconfig
 from tfrl.neuroevolution import population_net
+from tfrl.neuroevolution import single_network
 from tfrl.ops import population as pop_ops
 
 
@@ -150,7 +151,7 @@ class NormalizedLayout:
   """A `ParamLayout` whose flat vectors are a genome followed by its VBN statistics.
 
   `expand` returns the folded (normalized) kernels and biases, so
-  `population_net.SingleNetwork(NormalizedLayout(base), flat)` is the plain
+  `single_network.SingleNetwork(NormalizedLayout(base), flat)` is the plain
   network with the normalization baked in (the exported elite).
   """
 
@@ -177,7 +178,7 @@ class NormalizedLayout:
       kernel, bias = expanded[i]
       # The normalization multiplies the kernel the population network holds
       # (rounded when it stores bfloat16), as `VirtualBatchNorm.apply` does.
-      expanded[i] = fold(population_net.round_kernel(kernel, weight_dtype), bias, mean, scale)
+      expanded[i] = fold(single_network.round_kernel(kernel, weight_dtype), bias, mean, scale)
     return expanded
 
   def describe(self) -> str:
@@ -201,6 +202,9 @@ class VirtualBatchNorm:
       raise ValueError(f"VBN reference batch must be [R, {shape}], got {reference.shape}.")
     if reference.shape[0] < 2:
       raise ValueError(f"VBN reference batch needs >= 2 observations, got {reference.shape[0]}.")
+    if any(getattr(network, "compact", ())):  # a column scale breaks the circulant
+      raise ValueError("virtual batch norm folds into expanded kernels: build the network "
+                       "without compact_circulant.")
     self.network = network
     self.config = config
     self.reference = reference

@@ -42,6 +42,7 @@ class WorkerSpec:
   num_envs: int = 32
   slot_groups: int = 2
   incremental: bool = False
+  compact_circulant: bool = False  # see population_net.PopulationNetwork
   refresh_steps: int = 100
   cache_size: int = 64         # chains the parent cache keeps
   env_seed: int = 0            # slot i's env is seeded from (env_seed, i)
@@ -66,7 +67,8 @@ def build_local(spec: WorkerSpec, table: Optional[noise_lib.NoiseTable] = None
   if table is None:
     table = noise_lib.NoiseTable(spec.noise_seed, spec.noise_size)
   layout = spec.layout()
-  network = population_net.PopulationNetwork(layout, spec.capacity)
+  network = population_net.PopulationNetwork(layout, spec.capacity,
+                                             compact_circulant=spec.compact_circulant)
   pipelined = evaluation.PipelinedEvaluator(
       env, network, num_groups=spec.slot_groups,
       episode_frame_cap=spec.episode_frame_cap, incremental=spec.incremental,

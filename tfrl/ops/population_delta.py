@@ -94,7 +94,9 @@ def population_delta_conv2d_op(x, x_prev, acc_prev, w, index, fresh, *,
 def population_delta_net_op(obs, obs_prev, acc_prev: Sequence, kernels: Sequence,
                             biases: Sequence, index, fresh, *, kernel_sizes: Sequence[int],
                             strides: Sequence[int], relus: Sequence[bool],
-                            input_scale: float = 1.0) -> Tuple[tf.Tensor, List[tf.Tensor]]:
+                            input_scale: float = 1.0,
+                            circulant_blocks: Optional[Sequence[int]] = None
+                            ) -> Tuple[tf.Tensor, List[tf.Tensor]]:
   """One incremental step of a whole network (compiled op; ImportError if missing).
 
   Layer i convolves (VALID, kernel_sizes[i], strides[i]) its input: obs
@@ -107,7 +109,11 @@ def population_delta_net_op(obs, obs_prev, acc_prev: Sequence, kernels: Sequence
   Args:
     obs, obs_prev: [B, H, W, C] uint8 or float32 (obs_prev ignored where fresh).
     acc_prev: each layer's output (no bias) at the previous step.
-    kernels: [P, K_i, N_i] float32 or bfloat16, one dtype for all layers.
+    kernels: [P, K_i, N_i] float32 or bfloat16, one dtype for all layers; a
+      layer with circulant_blocks[i] = b > 0 (a multiple of 16): float32
+      [P, Q * I, 2b], its block-circulant vectors each stored twice
+      (`tfrl.neuroevolution.kernel_storage`), with the same results bit for bit
+      as its expanded kernel.
     biases: [P, N_i] float32.
     index: [B] int32; fresh: [B] bool rows to compute in full.
 
@@ -127,7 +133,8 @@ def population_delta_net_op(obs, obs_prev, acc_prev: Sequence, kernels: Sequence
       index=tf.cast(tf.convert_to_tensor(index), tf.int32),
       fresh=tf.convert_to_tensor(fresh, tf.bool), kernel_sizes=[int(k) for k in kernel_sizes],
       strides=[int(s) for s in strides], relus=[bool(r) for r in relus],
-      input_scale=float(input_scale))
+      input_scale=float(input_scale),
+      circulant_blocks=[int(b) for b in (circulant_blocks or [])])
   return logits, list(acc)
 
 

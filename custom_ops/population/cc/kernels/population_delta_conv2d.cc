@@ -38,7 +38,7 @@ TFRL_INLINE void DeltaRowImpl(const DeltaGeometry& g, const DeltaRow<TX, TW>& r,
   Change* window = s->window.get();
   for (int64_t t = 0; t < s->num_touched; ++t) {
     const int32_t o = s->touched_list[t];
-    AccumulateWindow<W>(r.acc + o * g.n, window, WindowOf(g, *s, o, window), r.w, g.n);
+    AccumulateWindow<W>(r.acc + o * g.n, window, WindowOf(g, *s, o, window), r.w, g);
     RecomputeIfNotFinite<W>(g, r, o, window);
   }
   ResetScratch(s);

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "tensorflow/core/framework/op_kernel.h"
@@ -45,7 +46,8 @@ struct NetLayer {
   int64_t in_size = 0, out_size = 0, k = 0;  // per row
   const float* acc_prev = nullptr;
   float* acc = nullptr;
-  const TW* w = nullptr;      // [P, K, N]
+  const TW* w = nullptr;      // [P, K, N], or [P, Q * in_blocks, 2b] (circulant)
+  int64_t w_size = 0;         // per network
   const float* bias = nullptr;  // [P, N]: added to this layer's output
   // No input channels (its output is zero) or no output channels: nothing
   // to compute or to pass up, and the layer's sizes may be anything (an
@@ -195,7 +197,7 @@ TFRL_INLINE void NetRunImpl(const NetCall<TX, TW>& call, int64_t p, const int64_
   for (int i = 0; i < num_layers; ++i) {
     const NetLayer<TW>& l = call.layers[i];
     const DeltaGeometry& g = l.g;
-    const TW* w = l.w + p * l.k * g.n;
+    const TW* w = l.w + p * l.w_size;
     const NetLayer<TW>* next = i + 1 < num_layers ? &call.layers[i + 1] : nullptr;
     if (next != nullptr && next->empty) next = nullptr;  // no changes to pass up
     const float* out_bias = l.bias + p * g.n;
@@ -265,7 +267,7 @@ TFRL_INLINE void NetRunImpl(const NetCall<TX, TW>& call, int64_t p, const int64_
         const int32_t o = s->touched_list[t];
         float* out = acc + o * g.n;
         if (next != nullptr) std::memcpy(ns->old[0], out, sizeof(float) * g.n);
-        AccumulateWindow<W>(out, window, WindowOf(g, *s, o, window), w, g.n);
+        AccumulateWindow<W>(out, window, WindowOf(g, *s, o, window), w, g);
         if (i == 0) {
           RecomputeIfNotFinite<W>(g, InputRow(call, l, rows[r], acc, w, ns->row_bias[0].data()),
                                   o, window);
@@ -335,6 +337,22 @@ class PopulationDeltaNetOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("strides", &strides_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("relus", &relus_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("input_scale", &input_scale_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("circulant_blocks", &circulant_blocks_));
+    if (circulant_blocks_.empty()) circulant_blocks_.assign(num_layers_, 0);
+    OP_REQUIRES(ctx, static_cast<int>(circulant_blocks_.size()) == num_layers_,
+                errors::InvalidArgument("circulant_blocks needs L = ", num_layers_,
+                                        " values (0: a dense kernel) or none, got ",
+                                        circulant_blocks_.size()));
+    for (int i = 0; i < num_layers_; ++i) {
+      const int32 b = circulant_blocks_[i];
+      // 16 columns of a block are contiguous in the doubled vectors for
+      // every build's vector width (16, 8 or 4 floats).
+      OP_REQUIRES(ctx, b == 0 || (b > 0 && b % 16 == 0),
+                  errors::InvalidArgument("layer ", i, ": a circulant block size must be a "
+                                          "positive multiple of 16 (or 0: dense), got ", b));
+      OP_REQUIRES(ctx, b == 0 || (std::is_same<T, float>::value),
+                  errors::InvalidArgument("layer ", i, ": circulant kernels must be float32"));
+    }
     OP_REQUIRES(ctx, static_cast<int>(kernel_sizes_.size()) == num_layers_ &&
                          static_cast<int>(strides_.size()) == num_layers_ &&
                          static_cast<int>(relus_.size()) == num_layers_ - 1,
@@ -373,24 +391,39 @@ class PopulationDeltaNetOp : public OpKernel {
       OP_REQUIRES(ctx, wt.dims() == 3,
                   errors::InvalidArgument("w[", i, "] must be rank 3 [P, K, N], got shape ",
                                           wt.shape().DebugString()));
+      OP_REQUIRES(ctx, bias.dims() == 2,
+                  errors::InvalidArgument("bias[", i, "] must be rank 2 [P, N], got shape ",
+                                          bias.shape().DebugString()));
       if (pop < 0) pop = wt.dim_size(0);
+      const int64_t block = circulant_blocks_[i];
       OP_REQUIRES(ctx, h >= ks && w >= ks,
                   errors::InvalidArgument("layer ", i, ": input size ", h, "x", w,
                                           " is smaller than kernel_size ", ks));
       int64_t k;
       OP_REQUIRES_OK(ctx, KernelRows(ks, c, &k));
-      OP_REQUIRES(ctx, wt.dim_size(0) == pop && wt.dim_size(1) == k,
-                  errors::InvalidArgument("w[", i, "] must be [P = ", pop, ", ", k,
-                                          ", N] (kernel_size^2 * C), got shape ",
-                                          wt.shape().DebugString()));
-      const int64_t n = wt.dim_size(2);
-      OP_REQUIRES(ctx, bias.dims() == 2 && bias.dim_size(0) == pop && bias.dim_size(1) == n,
+      const int64_t n = block > 0 ? bias.dim_size(1) : wt.dim_size(2);
+      const int64_t in_blocks = block > 0 ? (k + block - 1) / block : 0;
+      if (block > 0) {  // [P, Q * in_blocks, 2b]: the vectors, each twice
+        const int64_t out_blocks = (n + block - 1) / block;
+        OP_REQUIRES(ctx, wt.dim_size(0) == pop && wt.dim_size(1) == out_blocks * in_blocks &&
+                             wt.dim_size(2) == 2 * block,
+                    errors::InvalidArgument(
+                        "w[", i, "] (circulant, block ", block, ") must be [P = ", pop, ", ",
+                        out_blocks * in_blocks, ", ", 2 * block, "] for K = ", k, " and N = ",
+                        n, " (the bias's), got shape ", wt.shape().DebugString()));
+      } else {
+        OP_REQUIRES(ctx, wt.dim_size(0) == pop && wt.dim_size(1) == k,
+                    errors::InvalidArgument("w[", i, "] must be [P = ", pop, ", ", k,
+                                            ", N] (kernel_size^2 * C), got shape ",
+                                            wt.shape().DebugString()));
+      }
+      OP_REQUIRES(ctx, bias.dim_size(0) == pop && bias.dim_size(1) == n,
                   errors::InvalidArgument("bias[", i, "] must be [P, N] = [", pop, ", ", n,
                                           "], got shape ", bias.shape().DebugString()));
       NetLayer<TW>& l = call.layers[i];
       l.g = DeltaGeometry{h, w, c, ks, stride, (h - ks) / stride + 1, (w - ks) / stride + 1,
                           n, i == 0 ? input_scale_ : 1.0f, i > 0 && relus_[i - 1],
-                          nullptr, nullptr};
+                          nullptr, nullptr, block, in_blocks};
       TensorShape out_shape;
       OP_REQUIRES_OK(ctx, OutputShape({batch, l.g.out_h, l.g.out_w, n}, "acc", &out_shape));
       OP_REQUIRES(ctx, acc_prev.shape() == out_shape,
@@ -405,6 +438,7 @@ class PopulationDeltaNetOp : public OpKernel {
       l.k = k;
       l.acc_prev = acc_prev.flat<float>().data();
       l.w = WeightData<T>(wt);
+      l.w_size = pop == 0 ? 0 : wt.NumElements() / pop;
       l.bias = bias.flat<float>().data();
       h = l.g.out_h;
       w = l.g.out_w;
@@ -430,6 +464,9 @@ class PopulationDeltaNetOp : public OpKernel {
     }
     if (batch == 0) return;
     CountCall(isa_);
+    if (std::any_of(circulant_blocks_.begin(), circulant_blocks_.end(),
+                    [](int32 b) { return b > 0; }))
+      CountCall(tfrl::population::Path::kDeltaCirculant);
     const auto fr = fresh.flat<bool>();
     for (NetLayer<TW>& l : call.layers) {
       l.empty = l.g.c == 0 || l.g.n == 0;
@@ -507,6 +544,7 @@ class PopulationDeltaNetOp : public OpKernel {
   int num_layers_ = 1;
   std::vector<int32> kernel_sizes_, strides_;
   std::vector<bool> relus_;
+  std::vector<int32> circulant_blocks_;
   float input_scale_ = 1.0f;
 };
 

@@ -52,6 +52,10 @@ struct DeltaGeometry {
   // (tables, so that the per-element loop divides nothing).
   const int64_t* ox_lo;
   const int64_t* ox_hi;
+  // The kernel's layout (CirculantWindow): dense [K, N] when block is 0,
+  // else block-circulant vectors kept compact, of in_blocks input blocks.
+  int64_t block = 0;
+  int64_t in_blocks = 0;
 };
 
 template <typename TX, typename TW>
@@ -242,8 +246,8 @@ TFRL_INLINE void AccumulateTail(float* out, const Change* c, int64_t count, cons
 }
 
 template <int W, typename TW>
-TFRL_INLINE void AccumulateWindow(float* out, const Change* window, int64_t size, const TW* w,
-                                  int64_t n) {
+TFRL_INLINE void AccumulateDenseWindow(float* out, const Change* window, int64_t size,
+                                       const TW* w, int64_t n) {
   constexpr int64_t kBlock = kBlockVecs * W;
   const int64_t full = n / kBlock * kBlock;
   const int vecs = static_cast<int>((n - full) / W);
@@ -266,6 +270,87 @@ TFRL_INLINE void AccumulateWindow(float* out, const Change* window, int64_t size
   }
 }
 
+// A block-circulant kernel (block b) kept compact. Block (q, p) of the
+// layer's [N, K] matrix is the circulant of the vector v[q, p, 0:b]
+// (tfrl.layers.circulant's layout: kernel row k, column j holds
+// v[j / b, k / b, (j - k) mod b]). Each vector is stored twice, as
+// w[q, p, 0:2b], so the W columns [j, j + W) of row k (W dividing b, j a
+// multiple of W) are contiguous: w[q, p, j % b + b - k % b :]. The values
+// are the expanded kernel's and are summed in AccumulateDenseWindow's order,
+// so the outputs are bit for bit the expanded kernel's, from 2 / b of its
+// bytes (a network's kernel fits in cache where the expanded one does not:
+// docs/neuroevolution.md, the memory bound of the Frostbite preset).
+template <int W, int V>
+TFRL_INLINE void CirculantBlock(float* out, const Change* c, int64_t count, const float* w,
+                                const int64_t* row_at, const int64_t* col_at) {
+  typedef typename Vec<W>::type VF;
+  VF sum[V];
+  for (int v = 0; v < V; ++v) sum[v] = VF{};
+  for (int64_t i = 0; i < count; ++i) {
+    const float* wr = w + row_at[i];
+    const float d = c[i].d;
+    for (int v = 0; v < V; ++v) sum[v] += d * LoadW<W>(wr + col_at[v]);
+  }
+  for (int v = 0; v < V; ++v) StoreU(out + v * W, LoadU<VF>(out + v * W) + sum[v]);
+}
+
+template <int W, int V>
+TFRL_INLINE void CirculantTail(float* out, const Change* c, int64_t count, const float* w,
+                               const int64_t* row_at, const int64_t* col_at, int vecs) {
+  if constexpr (V > 0) {
+    if (vecs == V) return CirculantBlock<W, V>(out, c, count, w, row_at, col_at);
+    CirculantTail<W, V - 1>(out, c, count, w, row_at, col_at, vecs);
+  }
+}
+
+template <int W>
+TFRL_INLINE void CirculantWindow(float* out, const Change* window, int64_t size,
+                                 const float* w, int64_t n, int64_t b, int64_t in_blocks) {
+  constexpr int64_t kBlock = kBlockVecs * W;
+  const int64_t full = n / kBlock * kBlock;
+  const int vecs = static_cast<int>((n - full) / W);
+  const int64_t scalar = full + vecs * W;
+  const int64_t q_stride = in_blocks * 2 * b;
+  auto col_offset = [&](int64_t j) { return j / b * q_stride + j % b; };
+  int64_t row_at[kChunk];
+  int64_t col_at[kBlockVecs];
+  for (int64_t c0 = 0; c0 < size; c0 += kChunk) {
+    const Change* c = window + c0;
+    const int64_t count = std::min<int64_t>(kChunk, size - c0);
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t k = c[i].k, p = k / b;
+      row_at[i] = p * 2 * b + b - (k - p * b);
+    }
+    for (int64_t j = 0; j < full; j += kBlock) {
+      for (int v = 0; v < kBlockVecs; ++v) col_at[v] = col_offset(j + v * W);
+      CirculantBlock<W, kBlockVecs>(out + j, c, count, w, row_at, col_at);
+    }
+    if (vecs > 0) {
+      for (int v = 0; v < vecs; ++v) col_at[v] = col_offset(full + v * W);
+      CirculantTail<W, kBlockVecs - 1>(out + full, c, count, w, row_at, col_at, vecs);
+    }
+    if (scalar < n) {
+      float sum[W] = {};
+      const int64_t rest = n - scalar;
+      for (int64_t i = 0; i < count; ++i) {
+        for (int64_t j = 0; j < rest; ++j)
+          sum[j] += c[i].d * w[row_at[i] + col_offset(scalar + j)];
+      }
+      for (int64_t j = 0; j < rest; ++j) out[scalar + j] += sum[j];
+    }
+  }
+}
+
+// The window's changes times their kernel rows, added to out[0 : g.n].
+template <int W, typename TW>
+TFRL_INLINE void AccumulateWindow(float* out, const Change* window, int64_t size, const TW* w,
+                                  const DeltaGeometry& g) {
+  if constexpr (std::is_same<TW, float>::value) {
+    if (g.block > 0) return CirculantWindow<W>(out, window, size, w, g.n, g.block, g.in_blocks);
+  }
+  AccumulateDenseWindow<W>(out, window, size, w, g.n);
+}
+
 // Output (oy, ox) of row r in full: its window's nonzero values f(x), listed
 // without branches in (kernel row, column, channel) order, times their
 // kernel rows, added to the output (zero on entry).
@@ -285,7 +370,7 @@ TFRL_INLINE void FullOutput(const DeltaGeometry& g, const DeltaRow<TX, TW>& r, i
       size += v != 0.f;
     }
   }
-  AccumulateWindow<W>(r.acc + (oy * g.out_w + ox) * g.n, window, size, r.w, g.n);
+  AccumulateWindow<W>(r.acc + (oy * g.out_w + ox) * g.n, window, size, r.w, g);
 }
 
 // A fresh row: each output straight from its window, in the same order as
@@ -433,7 +518,7 @@ TFRL_INLINE void SumDenseRun(const DeltaGeometry& g, const DeltaRow<TX, TW>* row
       const Change* c = windows[r] + pos[r];
       int64_t end = pos[r];
       while (end < size[r] && windows[r][end].k < k1) ++end;
-      if (end > pos[r]) AccumulateWindow<W>(rows[r].acc, c, end - pos[r], rows[r].w, g.n);
+      if (end > pos[r]) AccumulateWindow<W>(rows[r].acc, c, end - pos[r], rows[r].w, g);
       pos[r] = end;
     }
   }

@@ -95,6 +95,7 @@ const char* PathName(Path path) {
     case Path::kGemmStreamed: return "gemm_streamed";
     case Path::kGemmKChunked: return "gemm_k_chunked";
     case Path::kGemmTiles: return "gemm_tiles";
+    case Path::kDeltaCirculant: return "delta_circulant";
     default: return IsaName(static_cast<Isa>(path));
   }
 }

@@ -29,15 +29,17 @@ constexpr int kNumIsas = 3;
 // builds and on the AMX tiles of the bfloat16-input convolution; GEMM calls
 // (one per work unit: a network's rows of a layer, or a chunk of them) on
 // each strategy of the grouped GEMM (population_gemm.h): B streamed,
-// K-chunked tiles, tiles over all of K.
+// K-chunked tiles, tiles over all of K; and PopulationDeltaNet calls with a
+// compact block-circulant kernel.
 enum class Path : int {
   kBaseline = 0, kAvx2 = 1, kAvx512 = 2, kAmx = 3,
-  kGemmStreamed = 4, kGemmKChunked = 5, kGemmTiles = 6
+  kGemmStreamed = 4, kGemmKChunked = 5, kGemmTiles = 6, kDeltaCirculant = 7
 };
-constexpr int kNumPaths = 7;
+constexpr int kNumPaths = 8;
 
 // "avx512", "avx2", and "sse" for the baseline on x86-64 ("portable"
-// elsewhere); "amx"; "gemm_streamed", "gemm_k_chunked", "gemm_tiles".
+// elsewhere); "amx"; "gemm_streamed", "gemm_k_chunked", "gemm_tiles";
+// "delta_circulant".
 const char* IsaName(Isa isa);
 const char* PathName(Path path);
 

@@ -178,8 +178,11 @@ REGISTER_OP("PopulationDeltaNet")
     .Attr("strides: list(int)")
     .Attr("relus: list(bool)")
     .Attr("input_scale: float = 1.0")
+    .Attr("circulant_blocks: list(int) = []")
     .SetShapeFn([](InferenceContext* c) {
       int64_t layers;
+      std::vector<int32> blocks;
+      TF_RETURN_IF_ERROR(c->GetAttr("circulant_blocks", &blocks));
       TF_RETURN_IF_ERROR(c->GetAttr("L", &layers));
       ShapeHandle obs, obs_prev, index, fresh;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &obs));
@@ -191,17 +194,20 @@ REGISTER_OP("PopulationDeltaNet")
       DimensionHandle batch = c->Dim(obs, 0);
       TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(index, 0), &batch));
       TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(fresh, 0), &batch));
-      ShapeHandle last_w;
+      ShapeHandle w, bias;
       for (int i = 0; i < layers; ++i) {
         ShapeHandle acc;
         TF_RETURN_IF_ERROR(c->WithRank(c->input(2 + i), 4, &acc));
-        TF_RETURN_IF_ERROR(c->WithRank(c->input(2 + layers + i), 3, &last_w));
+        TF_RETURN_IF_ERROR(c->WithRank(c->input(2 + layers + i), 3, &w));
+        TF_RETURN_IF_ERROR(c->WithRank(c->input(2 + 2 * layers + i), 2, &bias));
         DimensionHandle unused;
         TF_RETURN_IF_ERROR(c->Merge(c->Dim(acc, 0), batch, &unused));
-        TF_RETURN_IF_ERROR(c->Merge(c->Dim(acc, 3), c->Dim(last_w, 2), &unused));
+        TF_RETURN_IF_ERROR(c->Merge(c->Dim(acc, 3), c->Dim(bias, 1), &unused));
+        const bool circulant = i < static_cast<int>(blocks.size()) && blocks[i] > 0;
+        if (!circulant) TF_RETURN_IF_ERROR(c->Merge(c->Dim(acc, 3), c->Dim(w, 2), &unused));
         c->set_output(1 + i, acc);
       }
-      c->set_output(0, c->Matrix(batch, c->Dim(last_w, 2)));
+      c->set_output(0, c->Matrix(batch, c->Dim(bias, 1)));
       return OkStatus();
     })
     .Doc(R"doc(
@@ -228,11 +234,18 @@ built with TFRL_BUILD_DELTA_CONV2D=1 has.
 
 obs, obs_prev: [B, H, W, C] float32 or uint8 (obs_prev ignored where fresh).
 acc_prev: L tensors [B, OH_i, OW_i, N_i] float32, acc at the previous step.
-w: L tensors [P, kernel_sizes[i]^2 * C_i, N_i] float32 or bfloat16.
+w: L tensors [P, kernel_sizes[i]^2 * C_i, N_i] float32 or bfloat16; a layer
+  with circulant_blocks[i] = b > 0: float32 [P, Q * I, 2b], its
+  block-circulant kernel kept compact (Q = ceil(N_i / b) output and
+  I = ceil(K_i / b) input blocks, block (q, p)'s vector v of
+  tfrl.layers.circulant's layout stored twice: [v, v]); b a multiple of 16.
 bias: L tensors [P, N_i] float32.
 index: [B] int32 network of each row, in [0, P).
 fresh: [B] bool rows to compute in full.
 relus: L - 1 bools, whether layer i's output goes through max(., 0).
+circulant_blocks: none, or L block sizes (0: a dense kernel). A circulant
+  kernel's values and sums are those of its expanded kernel: the outputs are
+  bitwise the same, from 2 / b of the kernel's bytes.
 logits: [B, N_{L-1}]; the last layer must be dense (1x1 output positions).
 acc: the new acc, shaped as acc_prev.
 )doc");
@@ -271,10 +284,11 @@ amx: whether the bfloat16-input convolution runs in AMX tiles (the library
   is built with the AMX option, the CPU and OS allow the tiles,
   TFRL_POPULATION_NO_AMX is unset and the AVX-512 build is chosen).
 path_names: ['sse' or 'portable', 'avx2', 'avx512', 'amx', 'gemm_streamed',
-  'gemm_k_chunked', 'gemm_tiles'].
+  'gemm_k_chunked', 'gemm_tiles', 'delta_circulant'].
 path_calls: how many op calls computed on each path so far in this process
   (for the GEMM strategies: GEMM calls, one per network's rows of a layer or
-  a chunk of them).
+  a chunk of them; delta_circulant: PopulationDeltaNet calls with a compact
+  circulant kernel).
 options: the optional parts compiled into the library, off by default:
   'amx' (TFRL_BUILD_AMX=1), 'delta_conv2d' (TFRL_BUILD_DELTA_CONV2D=1).
 )doc");
