@@ -1,0 +1,60 @@
+"""benchmarks/preset_seeds.py on a tiny GA: each seed's run, its curve, its
+elite played under both protocols (as the evaluation reports say), the chart,
+and --append's refusals."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from absl.testing import absltest
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_TINY = ("population=4,truncation=2,elite_candidates=1,elite_episodes=1,num_envs=4,"
+         "slot_groups=1,max_episode_frames=400")
+
+
+def _run(*args):
+  return subprocess.run([sys.executable, "benchmarks/preset_seeds.py", *args], cwd=_ROOT,
+                        capture_output=True, text=True, timeout=900)
+
+
+class PresetSeedsTest(absltest.TestCase):
+
+  def test_runs_a_seed_evaluates_both_protocols_and_refuses_a_second_time(self):
+    with tempfile.TemporaryDirectory() as tmp:
+      output = os.path.join(tmp, "seeds.json")
+      args = ["--preset=ga_frostbite_small", "--max_frames=2000", "--episodes=1",
+              f"--preset_flags={_TINY}", f"--workdir={tmp}", f"--output={output}"]
+      done = _run(*args, "--seeds=0")
+      self.assertEqual(done.returncode, 0, done.stderr[-3000:])
+      with open(output) as f:
+        record = json.load(f)
+      (run,) = record["runs"]
+      self.assertGreaterEqual(run["frames"], 2000)
+      self.assertEqual([p["generation"] for p in run["curve"]],
+                       list(range(1, len(run["curve"]) + 1)))
+      # Each protocol's report says the protocol it played.
+      for protocol, sticky, noops in (("noop", 0.0, 30), ("sticky", 0.25, 0)):
+        self.assertLen(run["eval"][protocol]["scores"], 1)
+        with open(os.path.join(run["logdir"], f"eval_{protocol}.json")) as f:
+          played = json.load(f)["protocol"]
+        self.assertEqual(played["repeat_action_probability"], sticky)
+        self.assertEqual(played["noop_max"], noops)
+        self.assertEqual(played["max_episode_frames"], 108000)
+      self.assertEqual(record["chart_seeds"], [0])
+      self.assertTrue(os.path.getsize(os.path.join(tmp, "seeds.png")) > 0)
+      self.assertEqual(record["summary"]["final_elite_sticky"]["seeds"], 1)
+
+      again = _run(*args, "--seeds=0", "--append")
+      self.assertNotEqual(again.returncode, 0)
+      self.assertIn("already has seeds [0]", again.stderr)
+      other = _run(*[a for a in args if not a.startswith("--max_frames")],
+                   "--max_frames=4000", "--seeds=1", "--append")
+      self.assertNotEqual(other.returncode, 0)
+      self.assertIn("this sitting", other.stderr)
+
+
+if __name__ == "__main__":
+  absltest.main()
