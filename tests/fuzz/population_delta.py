@@ -20,6 +20,7 @@ from tests.fuzz import cases
 from tests.fuzz import checks
 from tests.fuzz.cases import FuncCase, INT32_EXTREMES
 from tests.fuzz.population import has_delta_conv2d, lib
+from tfrl.layers import circulant
 
 
 def _pick(rng, mutations, p):
@@ -234,6 +235,10 @@ def _net_inputs(rng):
     hh, ww = (hh - ks) // stride + 1, (ww - ks) // stride + 1
     c.shapes.append((hh, ww, n))
     ch = n
+  c.chain_kernels = list(c.kernels)
+  c.blocks = [0] * len(c.layers)
+  if c.dtype == "float32" and rng.random() < 0.3:
+    _make_circulant(rng, c, int(rng.integers(0, len(c.layers))))
   c.index = rng.integers(0, c.p, size=c.b).astype(np.int32)
   if rng.random() < 0.4:
     c.index[:] = int(rng.integers(0, c.p))
@@ -241,12 +246,29 @@ def _net_inputs(rng):
   c.obs = cases.conv_input(rng, (c.b, c.h, c.w, c.c0), c.tx, c.spec)
   c.steps = int(rng.integers(1, 5))
   c.geometry = dict(kernel_sizes=[l[0] for l in c.layers], strides=[l[1] for l in c.layers],
-                    relus=c.relus, input_scale=c.scale)
+                    relus=c.relus, input_scale=c.scale, circulant_blocks=c.blocks)
   c.acc0 = [np.full((c.b,) + s, np.nan, np.float32) for s in c.shapes]
   c.garbage = cases.conv_input(rng, c.obs.shape, c.tx, 0.3)
   c.detail = (f"obs{c.obs.shape} {c.tx} layers={c.layers} relus={c.relus} P={c.p} {c.dtype} "
-              f"scale={c.scale} steps={c.steps}")
+              f"scale={c.scale} steps={c.steps} circulant_blocks={c.blocks}")
   return c
+
+
+def _make_circulant(rng, c, i):
+  """Layer i's kernel block-circulant, passed compact (each vector twice); the
+  checks and the per-layer chain use its expansion."""
+  k, n = int(c.kernels[i].shape[1]), c.layers[i][2]
+  if k == 0 or n == 0:
+    return
+  b = int(rng.choice([16, 32]))
+  vectors, vq = cases.weights(rng, (c.p, -(-n // b) * -(-k // b), b), "float32",
+                              cases.special_rate(rng) * 0.5)
+  del vectors
+  expanded = vq.reshape(c.p, -1)[:, circulant.kernel_index(k, n, b)]
+  c.kernels[i] = tf.constant(np.concatenate([vq, vq], axis=2))
+  c.kq[i] = expanded
+  c.chain_kernels[i] = tf.constant(expanded)
+  c.blocks[i] = b
 
 
 def _net_layer_mutation(rng, c, mutation):
@@ -298,6 +320,16 @@ def _net_mutation(rng, c, mutation):
     ws = list(c.kernels)
     ws[1] = tf.cast(ws[1], tf.float32 if ws[1].dtype == tf.bfloat16 else tf.bfloat16)
     return mutation, dict(w=ws), cases.invalid_or_type()
+  if mutation == "circulant_block":
+    blocks = [int(rng.choice([8, 24, -16]))] + [0] * (len(c.layers) - 1)
+    return mutation, dict(circulant_blocks=blocks), cases.invalid()
+  if mutation == "circulant_shape":  # an expanded kernel where a compact one belongs
+    k, n = int(c.chain_kernels[0].shape[1]), c.layers[0][2]
+    if (-(-n // 16) * -(-k // 16), 32) != (k, n):  # (unless the shapes coincide)
+      ws = [tf.cast(c.chain_kernels[0], tf.float32)] + list(c.chain_kernels[1:])
+      return mutation, dict(circulant_blocks=[16] + [0] * (len(c.layers) - 1), w=ws), \
+          cases.invalid_or_type()
+    mutation = "index_length"
   if mutation == "obs_rank":
     return mutation, dict(obs=tf.zeros([b, h, w]), obs_prev=tf.zeros([b, h, w])), \
         cases.invalid_or_type()
@@ -331,7 +363,8 @@ def _chain(c, o, op, acc_prev, fresh):
                                   input_bias=tf.constant(c.biases[i - 1])))
     out = lib().population_delta_conv2d(
         x=tf.constant(x), x_prev=tf.constant(xp), acc_prev=tf.constant(acc_prev[i]),
-        w=c.kernels[i], index=tf.constant(c.index), fresh=tf.constant(fresh), kernel_size=ks,
+        w=c.chain_kernels[i], index=tf.constant(c.index), fresh=tf.constant(fresh),
+        kernel_size=ks,
         stride=stride, **kwargs).numpy()
     accs.append(out)
     x, xp = out, acc_prev[i]
@@ -378,7 +411,8 @@ def gen_population_delta_net(rng):
         "kernel_sizes_length", "relus_length", "kernel_rows", "bias_shape",
         "acc_prev_shape", "index_out_of_range", "index_length", "fresh_length",
         "obs_prev_shape", "population_mismatch", "kernel_larger_than_input",
-        "last_layer_not_dense", "kernel_size_attr", "mixed_weight_dtypes", "obs_rank"]))
+        "last_layer_not_dense", "kernel_size_attr", "mixed_weight_dtypes", "obs_rank",
+        "circulant_block", "circulant_shape"]))
   fresh = np.ones(c.b, bool)
   if mutation == "last_layer_not_dense":
     return _net_last_not_dense(rng, c)
