@@ -137,16 +137,9 @@ def chart(record, path):
 
 def earlier_record():
   """The --output that --append adds to, checked against this sitting's budget."""
-  try:
-    with open(_OUTPUT.value) as f:
-      earlier = json.load(f)
-  except (OSError, ValueError) as e:
-    raise app.UsageError(f"--append needs a readable JSON at --output={_OUTPUT.value}: {e}")
-  mine = {"preset": _PRESET.value, "preset_flags": _PRESET_FLAGS.value,
-          "max_frames": _MAX_FRAMES.value, "episodes": _EPISODES.value}
-  theirs = {k: earlier.get(k) for k in mine}
-  if mine != theirs:
-    raise app.UsageError(f"--append: {_OUTPUT.value} holds {theirs}, this sitting {mine}")
+  earlier = provenance.earlier_record(_OUTPUT.value, {
+      "preset": _PRESET.value, "preset_flags": _PRESET_FLAGS.value,
+      "max_frames": _MAX_FRAMES.value, "episodes": _EPISODES.value})
   again = sorted({r["seed"] for r in earlier["runs"]} & {int(s) for s in _SEEDS.value})
   if again:
     raise app.UsageError(f"--append: {_OUTPUT.value} already has seeds {again}")
@@ -169,7 +162,7 @@ def main(argv):
               "max_frames": _MAX_FRAMES.value, "episodes": _EPISODES.value,
               "protocols": PROTOCOLS, "runs": []}
   else:
-    record.setdefault("sittings", [record["provenance"]]).append(sitting)
+    provenance.add_sitting(record, sitting)
   os.makedirs(_WORKDIR.value, exist_ok=True)
   os.makedirs(os.path.dirname(os.path.abspath(_OUTPUT.value)), exist_ok=True)
   path = _CHART.value or os.path.splitext(_OUTPUT.value)[0] + ".png"

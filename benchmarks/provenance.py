@@ -4,6 +4,10 @@ Every benchmark that writes JSON puts `provenance()` in it. The shell
 benchmarks take the record when they start:
 
     python benchmarks/provenance.py "STEPS=70000 benchmarks/gst_halfcheetah.sh" > provenance.json
+
+Benchmarks whose runs span sittings (`--append`) add to an earlier record:
+`earlier_record` checks that it measured the same thing, `add_sitting` keeps
+each sitting's provenance.
 """
 
 import datetime
@@ -58,6 +62,26 @@ def provenance(command: Optional[str] = None) -> dict:
       "python": platform.python_version(),
       "tensorflow": tf.__version__,
   }
+
+
+def earlier_record(path: str, same: dict) -> dict:
+  """The JSON at `path` that --append adds to; its values of `same`'s keys must
+  equal `same`'s. Raises absl's UsageError (one line) otherwise."""
+  from absl import app  # pylint: disable=import-outside-toplevel
+  try:
+    with open(path) as f:
+      earlier = json.load(f)
+  except (OSError, ValueError) as e:
+    raise app.UsageError(f"--append needs a readable JSON at --output={path}: {e}") from e
+  theirs = {k: earlier.get(k) for k in same}
+  if same != theirs:
+    raise app.UsageError(f"--append: {path} holds {theirs}, this sitting {same}")
+  return earlier
+
+
+def add_sitting(record: dict, sitting: dict) -> None:
+  """Lists `sitting` (a provenance) among the sittings of an appended-to record."""
+  record.setdefault("sittings", [record["provenance"]]).append(sitting)
 
 
 if __name__ == "__main__":

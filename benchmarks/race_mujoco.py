@@ -245,17 +245,8 @@ def chart(record, path):
 
 def appended_to():
   """The --output record that --append adds to, checked against this sitting's."""
-  try:
-    with open(_OUTPUT.value) as f:
-      earlier = json.load(f)
-  except (OSError, ValueError) as e:
-    raise app.UsageError(f"--append needs a readable race JSON at --output={_OUTPUT.value}: "
-                         f"{e}") from e
-  mine = {"env": _ENV.value, "minutes": _MINUTES.value, "cpus": _CPUS.value}
-  theirs = {k: earlier.get(k) for k in mine}
-  if mine != theirs:
-    raise app.UsageError(f"--append: {_OUTPUT.value} raced {theirs}, this sitting {mine}; "
-                         "a race keeps one env, budget and CPU count")
+  earlier = provenance.earlier_record(
+      _OUTPUT.value, {"env": _ENV.value, "minutes": _MINUTES.value, "cpus": _CPUS.value})
   done = {(r["library"], r["seed"]) for r in earlier.get("runs", [])}
   again = sorted(f"{lib} seed {s}" for s in (int(s) for s in _SEEDS.value)
                  for lib in _LIBRARIES.value if (lib, s) in done)
@@ -293,7 +284,7 @@ def main(argv):
       record["runs"].append(result)
   record["load_average_end"] = os.getloadavg()
   if earlier is not None:
-    earlier.setdefault("sittings", [earlier["provenance"]]).append(sitting)
+    provenance.add_sitting(earlier, sitting)
     earlier["runs"].extend(record["runs"])
     record = earlier
   print_table(record["runs"])
