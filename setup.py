@@ -10,7 +10,9 @@
    registrations `cc/ops/*.cc` and its kernels `cc/kernels/*.cc`, into
    `tfrl/ops/_<family>_ops.so` with TensorFlow's own compile and link flags
    (tf.sysconfig). Optional parts of a family (BUILD_OPTIONS) are left out
-   unless their environment variable is 1.
+   unless their environment variable is 1. The MuJoCo family compiles
+   against the headers of the installed `mujoco` wheel and links its
+   libmujoco (a build requirement; without mujoco it is left out).
 
 `python setup.py configure_bazel` writes the local repositories that the
 Bazel build (`BUILD`, `WORKSPACE`, `custom_ops/<family>/BUILD`) needs:
@@ -22,6 +24,7 @@ import dataclasses
 import glob
 import hashlib
 import html.parser
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -39,8 +42,9 @@ ALE_SDIST = f"ale_py-{ALE_VERSION}.tar.gz"
 ALE_SDIST_SHA256 = "c503d574c5983e1063b451201ccb779d935919c0f6bf116fb0f4f8aa4c86d249"
 ROOT = os.path.dirname(os.path.abspath(__file__))
 OPS_DIR = "custom_ops"
-# Op families that link the emulator.
+# Op families that link the emulator, and the ones that link MuJoCo.
 FAMILIES_NEEDING_ALE = {"ale"}
+FAMILIES_NEEDING_MUJOCO = {"mujoco"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,6 +215,17 @@ def build_ale() -> str:
   return prefix
 
 
+def mujoco_dir():
+  """The installed mujoco package's folder (include/ and libmujoco), or None."""
+  spec = importlib.util.find_spec("mujoco")
+  if spec is None or not spec.submodule_search_locations:
+    return None
+  folder = list(spec.submodule_search_locations)[0]
+  if not glob.glob(os.path.join(folder, "libmujoco.so*")):
+    return None
+  return folder
+
+
 def tensorflow_flags():
   """Compile and link flags of the TensorFlow this build runs against."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
@@ -261,7 +276,7 @@ def op_families(environ=None):
 
 
 def compile_family(family: Family, output: str, objects_dir: str, tf_flags,
-                   ale_prefix=None) -> None:
+                   ale_prefix=None, mujoco=None) -> None:
   """Compiles `family`'s sources (in parallel) and links them into `output`."""
   cxx = os.environ.get("CXX", "g++")
   tf_compile, tf_link = tf_flags
@@ -273,6 +288,11 @@ def compile_family(family: Family, output: str, objects_dir: str, tf_flags,
     # Keep ALE's symbols private, so that a second ALE in the process
     # (ale-py's own module) cannot interpose on ours.
     libs += [f"{ale_prefix}/lib/libale.a", "-lz", "-Wl,--exclude-libs,ALL"]
+  if family.name in FAMILIES_NEEDING_MUJOCO:
+    # No FMA contraction: the tasks' rewards add as numpy does, term by term.
+    flags += [f"-I{mujoco}/include", "-ffp-contract=off"]
+    # Linked by its soname; at run time `import mujoco` has loaded it.
+    libs += sorted(glob.glob(os.path.join(mujoco, "libmujoco.so.*")))[:1]
   os.makedirs(objects_dir, exist_ok=True)
   os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
 
@@ -296,6 +316,7 @@ class BuildTfOps(build_ext):
     self._families = op_families()
     names = {ext.name.rsplit("._", 1)[1][:-len("_ops")] for ext in self.extensions}
     self._ale = build_ale() if names & FAMILIES_NEEDING_ALE else None
+    self._mujoco = mujoco_dir() if names & FAMILIES_NEEDING_MUJOCO else None
     self._tf_flags = tensorflow_flags()
     super().run()
 
@@ -305,7 +326,8 @@ class BuildTfOps(build_ext):
   def build_extension(self, ext):
     family = self._families[ext.name.rsplit("._", 1)[1][:-len("_ops")]]
     compile_family(family, self.get_ext_fullpath(ext.name),
-                   os.path.join(self.build_temp, family.name), self._tf_flags, self._ale)
+                   os.path.join(self.build_temp, family.name), self._tf_flags, self._ale,
+                   self._mujoco)
 
 
 class ConfigureBazel(setuptools.Command):
@@ -350,8 +372,13 @@ class ConfigureBazel(setuptools.Command):
 
 
 def extensions():
+  """One extension per op family; the MuJoCo family only where mujoco is installed."""
+  families = op_families()
+  if mujoco_dir() is None:
+    log("mujoco is not installed: the MuJoCo ops are left out (GymEnv steps MuJoCo tasks)")
+    families = {n: f for n, f in families.items() if n not in FAMILIES_NEEDING_MUJOCO}
   return [setuptools.Extension(f"tfrl.ops._{name}_ops", list(family.sources))
-          for name, family in op_families().items()]
+          for name, family in families.items()]
 
 
 if __name__ == "__main__":

@@ -17,10 +17,15 @@ Rows, each measured once per round (interleaved rounds), random play:
   * `gymnasium, N processes` (N = --env_processes, default: the cores): the
     batch split over one process per core. **The env-only bound**: what the
     machine's cores give the env alone.
+  * `MuJoCo ops, 1 process`: tfrl's MujocoEnv (the same episodes stepped by
+    the MuJoCo ops, C++ on TF's thread pool) for the batch, random actions,
+    auto-reset, one graph call per batch step: the env-only rate of what the
+    evaluator steps by default.
   * `tfrl <algorithm>, local`: whole generations of the preset's algorithm
     (its population network, head, observation normalization, slots and
     slot groups, elite or centre evaluation included) from its seed; env steps
-    from its frame counter.
+    from its frame counter. On the MuJoCo ops, and again on gymnasium's envs
+    (TFRL_MUJOCO_OPS=0, the code before the ops): same results, other speed.
   * `tfrl <algorithm>, ray N workers` (with --ray_workers=N): the same on a
     local Ray instance on 127.0.0.1, one worker per core, --num_envs / N
     slots each.
@@ -144,6 +149,44 @@ def gym_threads(env_id: str, num_envs: int, threads: int, seconds: float) -> flo
   return float(sum(rates))
 
 
+def ops_env_rate(env_id: str, num_envs: int, seconds: float) -> float:
+  """Steps/s of tfrl's MujocoEnv for the batch (random actions, auto-reset)."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from tfrl.envs.mujoco_env import MujocoEnv  # pylint: disable=import-outside-toplevel
+  env = MujocoEnv(env_id, num_envs, seed=0)
+  env.reset()
+  low, high = env.action_space.low, env.action_space.high
+  steps_per_call = 20
+
+  @tf.function
+  def play():
+    for _ in tf.range(steps_per_call):
+      env.step(tf.random.uniform((num_envs,) + env.action_shape, low, high, seed=None))
+    return tf.constant(0)
+
+  def step():
+    play()
+    return num_envs * steps_per_call
+  rate = _timed(step, seconds)
+  env.close()
+  return rate
+
+
+def _gymnasium_envs(run):
+  """run() with make_env on gymnasium's envs (TFRL_MUJOCO_OPS=0)."""
+  def wrapped():
+    saved = os.environ.get("TFRL_MUJOCO_OPS")
+    os.environ["TFRL_MUJOCO_OPS"] = "0"
+    try:
+      return run()
+    finally:
+      if saved is None:
+        os.environ.pop("TFRL_MUJOCO_OPS")
+      else:
+        os.environ["TFRL_MUJOCO_OPS"] = saved
+  return wrapped
+
+
 def tfrl_rate(preset: str, extra, seconds: float, ray_workers: int = 0) -> dict:
   """Env steps/s of whole generations of the preset's algorithm, from its seed."""
   import dataclasses  # pylint: disable=import-outside-toplevel
@@ -178,8 +221,12 @@ def _rows(config, env_id, num_envs, processes, seconds):
       (f"gymnasium, {processes} processes (bound)", "bound",
        lambda: {"env_steps_per_second": gym_processes(env_id, num_envs, processes,
                                                       seconds)}),
+      ("MuJoCo ops, 1 process", "env",
+       lambda: {"env_steps_per_second": ops_env_rate(env_id, num_envs, seconds)}),
       (f"tfrl {config}, local", "tfrl",
        lambda: tfrl_rate(_PRESET.value, _OVERRIDES.value, seconds)),
+      (f"tfrl {config}, local, gymnasium envs", "tfrl",
+       _gymnasium_envs(lambda: tfrl_rate(_PRESET.value, _OVERRIDES.value, seconds))),
   ]
   if _RAY_WORKERS.value:
     rows.append((f"tfrl {config}, ray {_RAY_WORKERS.value} workers", "tfrl",

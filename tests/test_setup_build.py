@@ -35,13 +35,22 @@ class AleBuildTest(tf.test.TestCase):
     # One folder per family under custom_ops/, its registrations in cc/ops
     # and its kernels in cc/kernels; one library per family.
     families = self.setup.op_families({})
-    self.assertEqual(sorted(families), ["ale", "population"])
+    self.assertEqual(sorted(families), ["ale", "mujoco", "population"])
     for name, family in families.items():
       self.assertIn(f"custom_ops/{name}/cc/ops/{name}_ops.cc", family.sources)
       for source in family.sources:
         self.assertRegex(source, rf"^custom_ops/{name}/cc/(ops|kernels)/[a-z0-9_]+\.cc$")
         self.assertTrue(os.path.exists(os.path.join(ROOT, source)), source)
       self.assertEqual(family.defines, ())
+    self.assertEqual([e.name for e in self.setup.extensions()],
+                     ["tfrl.ops._ale_ops", "tfrl.ops._mujoco_ops", "tfrl.ops._population_ops"])
+
+  def test_mujoco_family_needs_the_mujoco_wheel(self):
+    # Its headers and libmujoco come from the installed mujoco package; a
+    # build without it leaves the family out (GymEnv steps MuJoCo tasks).
+    folder = self.setup.mujoco_dir()
+    self.assertTrue(os.path.exists(os.path.join(folder, "include", "mujoco", "mujoco.h")))
+    self.setup.mujoco_dir = lambda: None
     self.assertEqual([e.name for e in self.setup.extensions()],
                      ["tfrl.ops._ale_ops", "tfrl.ops._population_ops"])
 

@@ -104,7 +104,9 @@ class WheelTest(absltest.TestCase):
     elsewhere = os.path.join(work, "elsewhere")
     os.makedirs(elsewhere)
     # The wheel's tfrl, its presets and its compiled ops (each loads in TF).
-    where = _run([python, "-c", "import glob, os, tensorflow as tf, tfrl.ops, tfrl.presets as p; "
+    # (mujoco first: the MuJoCo ops share the libmujoco its modules load.)
+    where = _run([python, "-c", "import mujoco, glob, os, tensorflow as tf, tfrl.ops, "
+                  "tfrl.presets as p; "
                   "print(p.__file__); print(p.path('ga_cartpole', 'tfrl.ga')); "
                   "ops = sorted(glob.glob(os.path.join(os.path.dirname(tfrl.ops.__file__), "
                   "'_*_ops.so'))); [tf.load_op_library(o) for o in ops]; print(*ops)"],

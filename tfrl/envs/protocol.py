@@ -170,7 +170,9 @@ def _check_int(name: str, value, minimum: int) -> None:
 
 def make_env(protocol: EnvProtocol, num_envs: int, seed: int = 0, *,
              auto_reset: bool = True, enforce_frame_cap: bool = True, **overrides):
-  """The batched env of `protocol`: `AtariEnv` for a game, `GymEnv` for an env id.
+  """The batched env of `protocol`: `AtariEnv` for a game, `GymEnv` for an env id
+  (`MujocoEnv`, the same episodes stepped by the MuJoCo ops, for the MuJoCo
+  tasks it serves: `tfrl.envs.mujoco_env.use_ops`).
 
   Args:
     protocol: the `EnvProtocol`.
@@ -189,7 +191,13 @@ def make_env(protocol: EnvProtocol, num_envs: int, seed: int = 0, *,
   """
   steps = protocol.max_episode_steps if enforce_frame_cap else None
   if not protocol.is_atari:
-    from tfrl.envs.gym_env import GymEnv  # pylint: disable=import-outside-toplevel
+    # pylint: disable=import-outside-toplevel
+    from tfrl.envs import mujoco_env
+    from tfrl.envs.gym_env import GymEnv
+    if mujoco_env.use_ops(protocol.env, **overrides):
+      # The same episodes as GymEnv's, stepped in C++ (tfrl/envs/mujoco_env.py).
+      return mujoco_env.MujocoEnv(protocol.env, num_envs, seed=seed, auto_reset=auto_reset,
+                                  max_episode_steps=steps)
     try:
       return GymEnv(protocol.env, num_envs, seed=seed, auto_reset=auto_reset,
                     max_episode_steps=steps, **overrides)

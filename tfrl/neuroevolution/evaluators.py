@@ -215,8 +215,8 @@ class LocalEvaluator(Evaluator):
 
   def describe(self) -> str:
     groups = len(self.pipelined.groups)
-    return (f"local: {self.env.num_envs} slots in {groups} groups | op "
-            f"{'compiled' if self.network.use_op else 'reference'}")
+    return (f"local: {self.env.num_envs} slots ({type(self.env).__name__}) in {groups} "
+            f"groups | op {'compiled' if self.network.use_op else 'reference'}")
 
 
 def _known_runs(genomes: List[Optional[genome_lib.Genome]]):

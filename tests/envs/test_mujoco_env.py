@@ -1,0 +1,138 @@
+"""MujocoEnv: gymnasium's MuJoCo tasks stepped by the MuJoCo ops, checked
+step by step against GymEnv (gymnasium's own envs) with the same seeds and
+actions: observations bit for bit, rewards and episode ends equal."""
+
+import os
+from unittest import mock
+
+import numpy as np
+import tensorflow as tf
+
+from tfrl.envs import EnvProtocol, GymEnv, make_env
+from tfrl.envs import mujoco_env
+from tfrl.envs.mujoco_env import MujocoEnv
+from tfrl.ops import mujoco as mujoco_ops
+
+
+def random_actions(rng, env, n):
+  # Past the bounds too: MuJoCo clamps ctrl, the costs see the raw action.
+  low, high = env.action_space.low, env.action_space.high
+  return rng.uniform(1.5 * low, 1.5 * high, (n,) + env.action_shape).astype(np.float32)
+
+
+class MujocoEnvTest(tf.test.TestCase):
+
+  def assert_same_episodes(self, env_id, num_envs, steps, **kwargs):
+    """Plays both envs the evaluator's way (seeded resets of finished slots,
+    auto_reset off) and compares every output."""
+    ours = MujocoEnv(env_id, num_envs, seed=3, auto_reset=False, **kwargs)
+    theirs = GymEnv(env_id, num_envs, seed=3, auto_reset=False, **kwargs)
+    self.assertEqual(ours.observation_shape, theirs.observation_shape)
+    self.assertEqual(ours.observation_dtype, theirs.observation_dtype)
+    self.assertAllEqual(ours.action_space.low, theirs.action_space.low)
+    self.assertAllEqual(ours.reset(), theirs.reset())
+    rng = np.random.default_rng(0)
+    episodes, next_seed = 0, 100
+    for _ in range(steps):
+      actions = random_actions(rng, ours, num_envs)
+      a, b = ours.step(actions), theirs.step(actions)
+      for x, y in zip(a, b):
+        self.assertAllEqual(x, y)
+      done = np.flatnonzero((a[2] | a[3]).numpy()).astype(np.int32)
+      if done.size:
+        episodes += done.size
+        seeds = list(range(next_seed, next_seed + done.size))
+        next_seed += done.size
+        self.assertAllEqual(ours.reset(done, seeds=seeds), theirs.reset(done, seeds=seeds))
+    return episodes
+
+  def test_half_cheetah_matches_gymnasium(self):
+    # Capped at 40 steps so that episodes end and restart from seeds.
+    self.assertGreater(self.assert_same_episodes("HalfCheetah-v5", 3, 130,
+                                                 max_episode_steps=40), 6)
+
+  def test_humanoid_matches_gymnasium(self):
+    # Random actions topple it within tens of steps: terminations and resets.
+    self.assertGreater(self.assert_same_episodes("Humanoid-v5", 3, 120), 3)
+
+  def test_auto_reset_and_only_played_as_gymnasium(self):
+    ours = MujocoEnv("Humanoid-v5", 2, seed=5)
+    theirs = GymEnv("Humanoid-v5", 2, seed=5)
+    self.assertAllEqual(ours.reset(), theirs.reset())
+    self.assertAllEqual(ours.reset(only_played=True), theirs.reset(only_played=True))
+    rng = np.random.default_rng(1)
+    ends = 0
+    for t in range(80):
+      indices = [t % 2] if t % 3 == 0 else [0, 1]
+      actions = random_actions(rng, ours, len(indices))
+      a, b = ours.step(actions, indices), theirs.step(actions, indices)
+      for x, y in zip(a, b):
+        self.assertAllEqual(x, y)
+      ends += int(np.sum(a[2].numpy()))
+      if t == 40:
+        self.assertAllEqual(ours.reset([1, 0], only_played=True),
+                            theirs.reset([1, 0], only_played=True))
+    self.assertGreater(ends, 1)  # auto-resets (gymnasium's unseeded next episode) ran
+
+  def test_steps_inside_tf_function(self):
+    env = MujocoEnv("HalfCheetah-v5", 2, seed=1, auto_reset=False)
+    eager = MujocoEnv("HalfCheetah-v5", 2, seed=1, auto_reset=False)
+    env.reset()
+    eager.reset()
+    actions = np.full((2, 6), 0.3, np.float32)
+
+    @tf.function
+    def play(n):
+      total = tf.zeros([2])
+      for _ in tf.range(n):
+        _, reward, _, _ = env.step(actions)
+        total += reward
+      return total
+    want = sum(eager.step(actions)[1] for _ in range(5))
+    self.assertAllEqual(play(tf.constant(5)), want)
+
+  def test_make_env_picks_the_ops_unless_told_not_to(self):
+    protocol = EnvProtocol(env="HalfCheetah-v5")
+    self.assertIsInstance(make_env(protocol, 2), MujocoEnv)
+    with mock.patch.dict(os.environ, {"TFRL_MUJOCO_OPS": "0"}):
+      self.assertIsInstance(make_env(protocol, 2), GymEnv)
+    with mock.patch.dict(os.environ, {"TFRL_MUJOCO_OPS": "yes"}):
+      with self.assertRaisesRegex(ValueError, "TFRL_MUJOCO_OPS must be 0 or 1, got 'yes'"):
+        make_env(protocol, 2)
+    # A render mode needs gymnasium's renderer; other tasks are gymnasium's.
+    self.assertIsInstance(make_env(protocol, 1, render_mode="rgb_array"), GymEnv)
+    self.assertIsInstance(make_env(EnvProtocol(env="InvertedPendulum-v5"), 1), GymEnv)
+
+  def test_bad_input_is_refused_and_changes_nothing(self):
+    env = MujocoEnv("HalfCheetah-v5", 2, seed=0, auto_reset=False)
+    first = env.reset().numpy()
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, r"out of range: allowed 0\.\.1"):
+      env.step(np.zeros((1, 6), np.float32), [2])
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "appears twice"):
+      env.step(np.zeros((2, 6), np.float32), [1, 1])
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError,
+                                r"actions must have shape \[1, 6\]"):
+      mujoco_ops.step(env._handle, [0], np.zeros((1, 5), np.float32))
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "only finite values"):
+      mujoco_ops.reset(env._handle, [0], np.full((1, 9), np.nan), np.zeros((1, 9)))
+    self.assertAllEqual(env.reset(only_played=True), first)  # nothing moved
+    capped = MujocoEnv("HalfCheetah-v5", 1, auto_reset=False, max_episode_steps=2)
+    capped.reset()
+    capped.step(np.zeros((1, 6), np.float32))
+    self.assertAllEqual(capped.step(np.zeros((1, 6), np.float32))[3], [True])
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "needs a reset"):
+      capped.step(np.zeros((1, 6), np.float32))
+
+  def test_bad_model_or_task_is_one_error(self):
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "unknown MuJoCo task 'ant'"):
+      mujoco_ops.env_create(model_path="x.xml", task="ant", num_envs=1)
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "could not load"):
+      mujoco_ops.env_create(model_path="/nonexistent.xml", task="humanoid", num_envs=1)
+    cheetah = GymEnv("HalfCheetah-v5", 1)._envs[0].unwrapped.fullpath
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "is not the model of task"):
+      mujoco_ops.env_create(model_path=cheetah, task="humanoid", num_envs=1)
+    self.assertTrue(mujoco_env.ops_available())
+
+
+if __name__ == "__main__":
+  tf.test.main()

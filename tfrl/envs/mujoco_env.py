@@ -1,0 +1,191 @@
+"""MujocoEnv: gymnasium's MuJoCo locomotion tasks stepped by TF ops.
+
+`GymEnv` steps each gymnasium env in Python through `tf.numpy_function`; on
+2 cores that Python, not the physics, bounds the neuroevolution evaluator
+(docs/neuroevolution.md, "Throughput on MuJoCo"). The MuJoCo ops step a
+batch of simulations in C++ on TF's thread pool: the same model file, the
+same MuJoCo calls per step as gymnasium's `MujocoEnv` (ctrl, frame_skip x
+mj_step, mj_rnePostConstraint), then the task's v5 observation and reward.
+
+Episodes are gymnasium's: a reset draws the initial state in Python with
+gymnasium's own random stream of the slot (seeded as `GymEnv` seeds it), so
+for the same seeds and actions the observations are bit for bit those of
+`GymEnv` and the rewards equal (tests/envs/test_mujoco_env.py). `make_env`
+picks this env for the ids in `TASKS` when the ops are built, unless
+TFRL_MUJOCO_OPS=0 or a render mode asks for gymnasium's renderer.
+"""
+
+import dataclasses
+import os
+from typing import Optional
+
+import gymnasium as gym
+import numpy as np
+import tensorflow as tf
+from gymnasium.utils import seeding
+
+from tfrl.envs.gym_env import make_gymnasium, slot_seed
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+  """A gymnasium id the ops serve: the C++ task and its reset noise (v5 defaults)."""
+  name: str
+  reset_noise_scale: float
+  qvel_noise: str  # "normal" (scale x standard normal) or "uniform" (+-scale)
+
+
+TASKS = {
+    "HalfCheetah-v5": Task("half_cheetah", 0.1, "normal"),
+    "Humanoid-v5": Task("humanoid", 1e-2, "uniform"),
+}
+
+
+def ops_available() -> bool:
+  """Whether the MuJoCo op library is built and loads (and mujoco is installed)."""
+  try:
+    from tfrl.ops import mujoco as _  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    return False
+  return True
+
+
+def use_ops(env_id: str, **make_kwargs) -> bool:
+  """Whether `make_env` steps `env_id` with the ops: a task they serve, with
+  gymnasium's default settings and no render mode, the ops built, and
+  TFRL_MUJOCO_OPS not 0."""
+  value = os.environ.get("TFRL_MUJOCO_OPS", "1")
+  if value not in ("0", "1"):
+    raise ValueError(f"TFRL_MUJOCO_OPS must be 0 or 1, got {value!r}.")
+  return value == "1" and env_id in TASKS and not make_kwargs and ops_available()
+
+
+class MujocoEnv:
+  """`num_envs` simulations of one MuJoCo task behind TF ops, with `GymEnv`'s
+  interface and episodes (see the module docstring); auto-resetting unless
+  `auto_reset=False`. `max_episode_steps` truncates on top of the id's own
+  limit, as in `GymEnv`."""
+
+  def __init__(self, env_id: str, num_envs: int, *, seed: int = 0,
+               auto_reset: bool = True, max_episode_steps: Optional[int] = None):
+    from tfrl.ops import mujoco as mujoco_ops  # pylint: disable=import-outside-toplevel
+    if env_id not in TASKS:
+      raise ValueError(f"MujocoEnv serves {sorted(TASKS)}, not '{env_id}'.")
+    if not isinstance(num_envs, int) or num_envs < 1:
+      raise ValueError(f"num_envs must be a positive int, got {num_envs!r}.")
+    self._ops = mujoco_ops
+    self._task = TASKS[env_id]
+    # One gymnasium env: the spaces, the model file, the initial state.
+    reference = make_gymnasium(env_id)
+    unwrapped = reference.unwrapped
+    limits = [n for n in (reference.spec.max_episode_steps, max_episode_steps) if n]
+    self._init_qpos = unwrapped.init_qpos.copy()
+    self._init_qvel = unwrapped.init_qvel.copy()
+    self._handle = mujoco_ops.env_create(
+        model_path=unwrapped.fullpath, task=self._task.name, num_envs=num_envs,
+        frame_skip=unwrapped.frame_skip, max_episode_steps=min(limits, default=0))
+    self.env_id = env_id
+    self.num_envs = num_envs
+    self.auto_reset = auto_reset
+    self.observation_space = reference.observation_space
+    self.action_space = reference.action_space
+    self.observation_shape = tuple(self.observation_space.shape)
+    self.observation_dtype = tf.as_dtype(self.observation_space.dtype)
+    self.num_actions = None
+    self.action_shape = tuple(self.action_space.shape)
+    self.action_dtype = tf.float32
+    self.render_mode = None
+    reference.close()
+    self._seed = seed
+    self._rngs = [None] * num_envs  # gymnasium's np_random of each slot
+
+  def _indices(self, indices):
+    if indices is None:
+      return tf.range(self.num_envs, dtype=tf.int32)
+    return tf.convert_to_tensor(indices, tf.int32)
+
+  def _initial_state(self, rng: np.random.Generator):
+    """The episode start gymnasium's reset_model draws from `rng`."""
+    scale = self._task.reset_noise_scale
+    qpos = self._init_qpos + rng.uniform(low=-scale, high=scale, size=self._init_qpos.size)
+    if self._task.qvel_noise == "normal":
+      noise = scale * rng.standard_normal(self._init_qvel.size)
+    else:
+      noise = rng.uniform(low=-scale, high=scale, size=self._init_qvel.size)
+    return qpos, self._init_qvel + noise
+
+  def _np_starts(self, indices, seeds, played, only_played):
+    """(slots to reset, their qpos, their qvel), drawn as GymEnv's slots reset."""
+    bad = indices[(indices < 0) | (indices >= self.num_envs)]
+    if bad.size:
+      raise ValueError(
+          f"env index {int(bad[0])} is out of range: allowed 0..{self.num_envs - 1}.")
+    if seeds.size and seeds.shape != indices.shape:
+      raise ValueError(f"seeds must be empty or one per index ({indices.size}), got "
+                       f"{seeds.size}.")
+    if seeds.size and (seeds.min() < 0 or seeds.max() > 0x7FFFFFFF):
+      raise ValueError(f"seeds must be in [0, 2^31), got {seeds.tolist()}.")
+    chosen, qpos, qvel = [], [], []
+    for k, i in enumerate(indices.tolist()):
+      seed = int(seeds[k]) if seeds.size else None
+      if seed is None and only_played and not played[k]:
+        continue
+      if seed is None and self._rngs[i] is None:
+        seed = slot_seed(self._seed, i)  # Deterministic per slot, once.
+      if seed is not None:
+        self._rngs[i], _ = seeding.np_random(seed)
+      start = self._initial_state(self._rngs[i])
+      chosen.append(i)
+      qpos.append(start[0])
+      qvel.append(start[1])
+    shape = lambda rows, n: np.asarray(rows, np.float64).reshape(len(rows), n)
+    return (np.asarray(chosen, np.int32), shape(qpos, self._init_qpos.size),
+            shape(qvel, self._init_qvel.size))
+
+  def reset(self, indices=None, only_played: bool = False, seeds=None) -> tf.Tensor:
+    """Resets the slots in `indices` (all by default); returns their observations.
+
+    As `GymEnv.reset`: with `only_played`, slots still at the start of an
+    episode they have not stepped in keep it; `seeds` (one int in [0, 2^31)
+    per index) seeds each slot's new episode.
+    """
+    indices = self._indices(indices)
+    seeds = (tf.zeros([0], tf.int64) if seeds is None
+             else tf.convert_to_tensor(seeds, tf.int64))
+    _, played = self._ops.observe(self._handle, indices)
+    chosen, qpos, qvel = tf.numpy_function(
+        lambda i, s, p: self._np_starts(i, s, p, only_played), [indices, seeds, played],
+        [tf.int32, tf.float64, tf.float64], stateful=True, name="MujocoStarts")
+    first = self._ops.reset(self._handle, chosen, qpos, qvel)
+    with tf.control_dependencies([first]):
+      obs, _ = self._ops.observe(self._handle, indices)
+    obs.set_shape([None] + list(self.observation_shape))
+    return obs
+
+  def step(self, actions, indices=None):
+    """Steps the slots in `indices`; returns (obs, reward, terminated, truncated).
+
+    Finished slots are reset at once (with auto_reset): their returned
+    observation is the first one of the next episode.
+    """
+    indices = self._indices(indices)
+    actions = tf.reshape(tf.convert_to_tensor(actions, tf.float32),
+                         [-1] + list(self.action_shape))
+    obs, reward, terminated, truncated = self._ops.step(self._handle, indices, actions)
+    obs.set_shape([None] + list(self.observation_shape))
+    if self.auto_reset:
+      done = terminated | truncated
+      obs = tf.cond(tf.reduce_any(done),
+                    lambda: tf.tensor_scatter_nd_update(
+                        obs, tf.where(done), self.reset(tf.boolean_mask(indices, done))),
+                    lambda: obs)
+    return obs, reward, terminated, truncated
+
+  def render(self, index: int = 0):
+    raise NotImplementedError(
+        "MujocoEnv does not render: make the env with render_mode='rgb_array' (GymEnv).")
+
+  def close(self) -> None:
+    if self._handle is not None:
+      tf.raw_ops.DestroyResourceOp(resource=self._handle, ignore_lookup_error=True)
+      self._handle = None
