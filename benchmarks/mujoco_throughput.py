@@ -197,6 +197,7 @@ def tfrl_rate(preset: str, extra, seconds: float, ray_workers: int = 0) -> dict:
                               worker_slot_groups=1)
     config = dataclasses.replace(config, ray=ray)
   setup, algorithm = preset_runs.build(kind, config)
+  describe = setup.evaluator.describe()  # while its workers are alive
   try:
     algorithm.step()  # warm up: tracing, the first population's weights
     steps, start = 0, time.perf_counter()
@@ -208,7 +209,7 @@ def tfrl_rate(preset: str, extra, seconds: float, ray_workers: int = 0) -> dict:
   finally:
     setup.evaluator.close()
   return {"env_steps_per_second": steps / elapsed, "generations": generations,
-          "describe": setup.evaluator.describe(), "network": setup.layout.describe()}
+          "describe": describe, "network": setup.layout.describe()}
 
 
 def _rows(config, env_id, num_envs, processes, seconds):

@@ -236,7 +236,9 @@ def chart(record, path):
   for ax in axes:
     ax.set_ylabel("population mean return")
     ax.legend(fontsize=7)
-  fig.suptitle(f"{_ENV.value}: tfrl ES vs EvoTorch PGPE, {_CPUS.value} CPUs\n"
+  names = {"tfrl": "tfrl ES", "evotorch": "EvoTorch PGPE"}
+  ran = [names[lib] for lib in names if any(r["library"] == lib for r in record["runs"])]
+  fig.suptitle(f"{record['env']}: {' vs '.join(ran)}, {record['cpus']} CPUs\n"
                f"{charts._machine(record)}", fontsize=10)  # pylint: disable=protected-access
   fig.tight_layout()
   fig.savefig(path)

@@ -3,6 +3,7 @@ step by step against GymEnv (gymnasium's own envs) with the same seeds and
 actions: observations bit for bit, rewards and episode ends equal."""
 
 import os
+import sys
 from unittest import mock
 
 import numpy as np
@@ -12,6 +13,11 @@ from tfrl.envs import EnvProtocol, GymEnv, make_env
 from tfrl.envs import mujoco_env
 from tfrl.envs.mujoco_env import MujocoEnv
 from tfrl.ops import mujoco as mujoco_ops
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if _ROOT not in sys.path:
+  sys.path.insert(0, _ROOT)
+from benchmarks import preset_runs  # pylint: disable=g-import-not-at-top
 
 
 def random_actions(rng, env, n):
@@ -132,6 +138,32 @@ class MujocoEnvTest(tf.test.TestCase):
     with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "is not the model of task"):
       mujoco_ops.env_create(model_path=cheetah, task="humanoid", num_envs=1)
     self.assertTrue(mujoco_env.ops_available())
+
+
+class SameRunOnEitherEnvTest(tf.test.TestCase):
+
+  def run_preset(self, ops: str, env_class: str):
+    """Three generations of a small es_halfcheetah on MujocoEnv ("1") or GymEnv ("0")."""
+    with mock.patch.dict(os.environ, {"TFRL_MUJOCO_OPS": ops}):
+      kind, config = preset_runs.config(
+          "es_halfcheetah", ["population=8", "num_envs=4", "max_episode_frames=80",
+                             "center_episodes=1", "obs_norm_fraction=0.5", "seed=5"])
+      setup, algorithm = preset_runs.build(kind, config)
+    try:
+      self.assertIn(f"({env_class})", setup.evaluator.describe())
+      scores = [{k: m[k] for k in ("best", "mean", "elite", "frames")}
+                for m in (algorithm.step() for _ in range(3))]
+      return scores, algorithm.theta.copy(), algorithm.normalizer.arrays()
+    finally:
+      setup.evaluator.close()
+
+  def test_es_preset_gives_the_same_run_on_the_ops_and_on_gymnasium(self):
+    ours, theirs = self.run_preset("1", "MujocoEnv"), self.run_preset("0", "GymEnv")
+    self.assertEqual(ours[0], theirs[0])
+    self.assertAllEqual(ours[1], theirs[1])  # the centre, bit for bit
+    self.assertEqual(sorted(ours[2]), sorted(theirs[2]))
+    for name in ours[2]:  # and the observation statistics
+      self.assertAllEqual(ours[2][name], theirs[2][name])
 
 
 if __name__ == "__main__":
