@@ -32,6 +32,15 @@ def make_gymnasium(env_id: str, max_episode_steps: Optional[int] = None, **make_
   return env
 
 
+def check_reset_seeds(indices: np.ndarray, seeds: np.ndarray) -> None:
+  """ValueError unless `seeds` is empty or one int in [0, 2^31) per index."""
+  if seeds.size and seeds.shape != indices.shape:
+    raise ValueError(f"seeds must be empty or one per index ({indices.size}), got "
+                     f"{seeds.size}.")
+  if seeds.size and (seeds.min() < 0 or seeds.max() > 0x7FFFFFFF):
+    raise ValueError(f"seeds must be in [0, 2^31), got {seeds.tolist()}.")
+
+
 def slot_seed(seed: int, slot: int) -> int:
   """The reset seed of slot `slot`'s first episode when none is given."""
   return seed * 100003 + slot
@@ -110,11 +119,7 @@ class GymEnv:
 
   def _np_reset(self, indices, seeds, only_played=False):
     self._check_indices(indices)
-    if seeds.size and seeds.shape != indices.shape:
-      raise ValueError(f"seeds must be empty or one per index ({indices.size}), got "
-                       f"{seeds.size}.")
-    if seeds.size and (seeds.min() < 0 or seeds.max() > 0x7FFFFFFF):
-      raise ValueError(f"seeds must be in [0, 2^31), got {seeds.tolist()}.")
+    check_reset_seeds(indices, seeds)
     for k, i in enumerate(indices):
       with self._locks[i]:
         if seeds.size:

@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 from gymnasium.utils import seeding
 
-from tfrl.envs.gym_env import make_gymnasium, slot_seed
+from tfrl.envs.gym_env import check_reset_seeds, make_gymnasium, slot_seed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,15 +116,8 @@ class MujocoEnv:
 
   def _np_starts(self, indices, seeds, played, only_played):
     """(slots to reset, their qpos, their qvel), drawn as GymEnv's slots reset."""
-    bad = indices[(indices < 0) | (indices >= self.num_envs)]
-    if bad.size:
-      raise ValueError(
-          f"env index {int(bad[0])} is out of range: allowed 0..{self.num_envs - 1}.")
-    if seeds.size and seeds.shape != indices.shape:
-      raise ValueError(f"seeds must be empty or one per index ({indices.size}), got "
-                       f"{seeds.size}.")
-    if seeds.size and (seeds.min() < 0 or seeds.max() > 0x7FFFFFFF):
-      raise ValueError(f"seeds must be in [0, 2^31), got {seeds.tolist()}.")
+    # The indices were checked by the observe op that gave `played`.
+    check_reset_seeds(indices, seeds)
     chosen, qpos, qvel = [], [], []
     for k, i in enumerate(indices.tolist()):
       seed = int(seeds[k]) if seeds.size else None
