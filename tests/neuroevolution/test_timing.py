@@ -22,10 +22,12 @@ from tfrl.neuroevolution import timing
 TOLERANCE_SHARE, TOLERANCE_SECONDS = 0.05, 0.005
 
 
-def _ga(seed=0):
+def _ga(seed=0, overlap_elite=False):
+  # Capacity 16: room for the 3 candidates, the last elite and 11 children.
   _, layout, _, pipelined, table, spec = _setup(16, num_envs=8, seed=seed)
   config = ga.GAConfig(population=12, truncation=4, elite_candidates=3,
-                       elite_episodes=2, mutation_power=0.1, seed=seed)
+                       elite_episodes=2, mutation_power=0.1, seed=seed,
+                       overlap_elite=overlap_elite)
   return ga.GeneticAlgorithm(config, layout, table, _local(pipelined, table, layout)), spec
 
 
@@ -101,6 +103,37 @@ class BreakdownTest(tf.test.TestCase):
         self.assertRegex(line, r"\| time \d+\.\d\d s: eval \d+\.\d\d s \(env \d+% net "
                          r"\d+% host \d+% wait \d+% load \d+%; \d+% slot-time idle\) \+ "
                          r"elite \d+\.\d\d s \+ update \d+\.\d\d s \+ ckpt \d+\.\d\d s")
+
+  def test_overlapped_calls_add_up_too(self):
+    # The candidates play in one call with the next population: generation 1
+    # also plays its own population first ("eval"), the others do not.
+    algorithm, spec = _ga(overlap_elite=True)
+    lines = []
+    history = runner.run(algorithm, runner.RunConfig(
+        logdir=os.path.join(self.get_temp_dir(), "overlapped"), generations=3,
+        export=False), spec, print_fn=lines.append)
+    self.assertEqual(algorithm.evaluator.overlapped_calls, 3)
+    for metrics in history:
+      seconds = metrics["time"]
+      measured = sum(v for k, v in seconds.items() if k not in ("other", "wall"))
+      self.assertAllClose(measured, seconds["wall"],
+                          atol=max(TOLERANCE_SECONDS, TOLERANCE_SHARE * seconds["wall"]))
+      calls = ["eval", "overlapped"] if metrics["generation"] == 1 else ["overlapped"]
+      self.assertCountEqual(metrics["evaluation"], calls)
+      self.assertEqual(seconds["elite"], 0.0)
+      for call in calls:
+        parts = metrics["evaluation"][call]
+        self.assertAllClose(sum(parts[p] for p in timing.EVAL_PARTS), parts["wall"],
+                            atol=1e-6)
+        self.assertAllClose(parts["wall"], seconds[call],
+                            atol=max(TOLERANCE_SECONDS, TOLERANCE_SHARE * seconds[call]))
+        self.assertGreater(parts["env"], 0.0)
+        self.assertGreater(parts["net"], 0.0)
+    generation_lines = [line for line in lines if " gen " in line]
+    self.assertLen(generation_lines, 3)
+    self.assertRegex(generation_lines[1], r"\| time \d+\.\d\d s: eval 0\.00 s \+ elite "
+                     r"0\.00 s \+ overlapped \d+\.\d\d s \(env \d+% net \d+% host \d+% wait "
+                     r"\d+% load \d+%; \d+% slot-time idle\) \+ update \d+\.\d\d s")
 
   def test_tensorboard_holds_the_breakdown(self):
     logdir = self.get_temp_dir()

@@ -88,7 +88,7 @@ def worker_spec(config: NeuroevolutionConfig, capacity: int):
 
 def build(config: NeuroevolutionConfig, log=print) -> Setup:
   """Layout, noise table and evaluator (local, or on Ray) of a run."""
-  spec, observation_spec = worker_spec(config, config.algorithm.population)
+  spec, observation_spec = worker_spec(config, config.algorithm.capacity())
   layout = spec.layout()
   table = noise_lib.NoiseTable(config.algorithm.seed, config.evaluator.noise_table_size)
   if not config.uses_ray:

@@ -25,12 +25,15 @@ networks see normalized observations, and the episodes that `evaluate`'s
 (`normalization.EpisodeSums`), each summed step by step in its slot, so they
 do not depend on the slot, the group or the graph calls.
 
+`evaluate_parts` plays several calls' jobs as one (`jobs.py`): the slots one
+part leaves idle play the next part's, and a late part's networks, chosen by
+an earlier part's result, start as soon as that part's last episode ends.
+
 `stop()` (e.g. from a Ctrl-C handler) makes every group thread leave after its
 current graph call (at most `steps_per_call` steps); `evaluate` then raises
 `Stopped` and the results are dropped.
 """
 
-import collections
 import dataclasses
 import functools
 import threading
@@ -40,8 +43,13 @@ from typing import List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from tfrl.neuroevolution import jobs as jobs_lib
 from tfrl.neuroevolution import normalization
 from tfrl.neuroevolution import timing as timing_lib
+
+# What callers of `evaluate_parts` build (tfrl/neuroevolution/jobs.py).
+Part, LatePart = jobs_lib.Part, jobs_lib.LatePart
+deal_first_jobs = jobs_lib.deal_first_jobs
 
 
 class Stopped(Exception):
@@ -62,73 +70,6 @@ class EvalResult:
   @property
   def fitness(self) -> np.ndarray:
     return self.returns.mean(axis=1)
-
-
-def deal_first_jobs(jobs: collections.deque, group_sizes: Sequence[int]) -> List[List[tuple]]:
-  """Takes each slot group's first (network, episode) jobs off `jobs`.
-
-  A network's jobs stay in one group while it has a free slot (its episodes
-  then share each read of its weights); the next network goes to the group
-  with the most free slots. So a few jobs (e.g. the elite candidates'
-  re-evaluation) are spread over the groups, which then overlap, where
-  taking jobs in slot order gave them all to the first group.
-  """
-  free = list(group_sizes)
-  dealt: List[List[tuple]] = [[] for _ in free]
-  group, last_net = None, None
-  while jobs and max(free) > 0:
-    net = jobs[0][0]
-    if net != last_net or free[group] == 0:
-      group = int(np.argmax(free))
-    dealt[group].append(jobs.popleft())
-    free[group] -= 1
-    last_net = net
-  return dealt
-
-
-@dataclasses.dataclass
-class _Call:
-  """What the group threads of one `evaluate` call share."""
-  ids: np.ndarray                    # [n] the networks' rows in the population
-  seeds: Optional[np.ndarray]        # [n, episodes] reset seeds, or None
-  observe: Optional[np.ndarray]      # [n, episodes] bool: sum these episodes' observations
-  returns: np.ndarray
-  lengths: np.ndarray
-  jobs: collections.deque
-  first_jobs: List[List[tuple]]
-  cap_steps: Optional[int]
-  clock: timing_lib.CallClock
-  obs_all: Optional[np.ndarray] = None
-  lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
-  steps: List[int] = dataclasses.field(default_factory=list)
-  errors: List[BaseException] = dataclasses.field(default_factory=list)
-  sums: List[tuple] = dataclasses.field(default_factory=list)  # (job, episode, s, sq, n)
-
-  def next_job(self):
-    with self.lock:
-      return self.jobs.popleft() if self.jobs else None
-
-
-class _Group:
-  """One slot group's slots and the job, return and state of each."""
-
-  def __init__(self, slots: np.ndarray, first_jobs, obs: np.ndarray, state_specs,
-               clock: timing_lib.GroupClock):
-    size = len(slots)
-    self.slots = slots
-    self.clock = clock
-    self.obs = obs
-    self.net = np.full(size, -1, np.int64)   # the job of each slot, -1 = idle
-    self.epi = np.zeros(size, np.int64)
-    for i, job in enumerate(first_jobs):
-      self.net[i], self.epi[i] = job
-    self.ret = np.zeros(size, np.float64)
-    self.length = np.zeros(size, np.int64)
-    # Each slot's graph-loop state: incremental inference's (rows of finished
-    # slots are stale, and ignored: a new episode's first step is fresh), then
-    # the observation sums (zeroed for each new episode).
-    self.state = [np.zeros((size,) + tuple(spec.shape[1:]), spec.dtype.as_numpy_dtype)
-                  for spec in state_specs]
 
 
 def _non_finite(obs: tf.Tensor) -> tf.Tensor:
@@ -308,8 +249,24 @@ class PipelinedEvaluator:
     Returns:
       an `EvalResult` whose rows follow the order of `networks`.
     """
+    if isinstance(networks, (int, np.integer)):
+      networks = range(int(networks))
+    part = Part(list(networks), episodes, seeds, expected_steps, observe)
+    return self.evaluate_parts([part])[0]
+
+  def evaluate_parts(self, parts: Sequence[Part],
+                     late: Optional[LatePart] = None) -> List[EvalResult]:
+    """Plays the parts' jobs in one call: the slots that one part leaves idle
+    play the next part's (`evaluate`'s arguments, per part; `jobs.py`).
+
+    `late`: a part whose networks its `choose` names from the result of the
+    part it waits for, once that part's last episode has ended; its jobs
+    are dealt before any other then waiting. Returns one `EvalResult` per
+    part (and one for `late`, last), each as `evaluate` would give it; their
+    `seconds` and `timing` are the whole call's.
+    """
     start = time.time()
-    call = self._new_call(networks, episodes, expected_steps, seeds, observe)
+    call = self._new_call(parts, late)
     resets = time.perf_counter()
     self._first_observations(call)
     call.clock.setup_resets = time.perf_counter() - resets
@@ -323,56 +280,61 @@ class PipelinedEvaluator:
       raise call.errors[0]
     if self._stop.is_set():
       raise Stopped("evaluation stopped; its results are dropped")
-    total = sum(call.steps)
+    timing = call.clock.timing()
+    seconds = time.time() - start
+    return [dataclasses.replace(self._result(call, p), seconds=seconds, timing=timing)
+            for p in range(len(call.offsets) - 1)]
+
+  def _result(self, call: jobs_lib.Call, p: int) -> EvalResult:
+    """Part p's result (the late part's: p = len(parts)), up to now."""
+    span = slice(int(call.offsets[p]), int(call.offsets[p + 1]))
+    episodes = call.parts[p].episodes if p < len(call.parts) else call.late.episodes
+    lengths = call.lengths[span, :episodes].copy()
+    steps = int(lengths.sum())
     observations = None
-    if call.observe is not None:
+    if p < len(call.parts) and call.parts[p].observe is not None:
       dim = self.env.observation_shape[0]
       observations = normalization.EpisodeSums.concat([normalization.EpisodeSums(
-          np.array([[j, e]], np.int64), s[None], sq[None], np.array([n], np.int64))
-                                                       for j, e, s, sq, n in call.sums], dim)
-    return EvalResult(call.returns, call.lengths, total * self.frames_per_step, total,
-                      time.time() - start, observations, call.clock.timing())
+          np.array([[j - span.start, e]], np.int64), s[None], sq[None],
+          np.array([n], np.int64)) for j, e, s, sq, n in call.sums
+                                                       if span.start <= j < span.stop], dim)
+    return EvalResult(call.returns[span, :episodes].copy(), lengths,
+                      steps * self.frames_per_step, steps, 0.0, observations)
 
-  def _new_call(self, networks, episodes, expected_steps, seeds, observe) -> _Call:
+  def _new_call(self, parts, late) -> jobs_lib.Call:
     """The call's jobs and arrays, its arguments checked (ValueError)."""
-    if isinstance(networks, (int, np.integer)):
-      ids = np.arange(int(networks), dtype=np.int64)
-    else:
-      ids = np.asarray(networks, np.int64).reshape(-1)
-    if ids.size and (ids.min() < 0 or ids.max() >= self.network.loaded):
-      raise ValueError(f"only networks [0, {self.network.loaded}) are loaded, asked "
-                       f"for {ids.tolist() if ids.size < 16 else ids}.")
-    num_networks = int(ids.size)
-    # Network-major order: the episodes of one network run side by side, so
-    # the op computes them as one GEMM and reads that network's weights once
-    # per step (on a CPU the dense layers are bound by weight bandwidth).
-    play_order = range(num_networks)
-    if expected_steps is not None:
-      expected_steps = np.asarray(expected_steps, np.float64).reshape(-1)
-      if expected_steps.shape != (num_networks,):
+    for part in parts:
+      rows = np.asarray(part.rows, np.int64).reshape(-1)
+      if rows.size and (rows.min() < 0 or rows.max() >= self.network.loaded):
+        raise ValueError(f"only networks [0, {self.network.loaded}) are loaded, asked "
+                         f"for {rows.tolist() if rows.size < 16 else rows}.")
+      # Network-major order: the episodes of one network run side by side, so
+      # the op computes them as one GEMM and reads that network's weights once
+      # per step (on a CPU the dense layers are bound by weight bandwidth).
+      if part.expected_steps is not None and np.size(part.expected_steps) != rows.size:
         raise ValueError(f"expected_steps must have one value per network "
-                         f"({num_networks}), got {expected_steps.shape[0]}.")
-      play_order = np.argsort(-expected_steps, kind="stable")
-    for name, value in (("seeds", seeds), ("observe", observe)):
-      if value is not None and np.shape(value) != (num_networks, episodes):
-        raise ValueError(f"{name} must be [{num_networks}, {episodes}] (networks x "
-                         f"episodes), got {list(np.shape(value))}.")
-    if observe is not None and self.observation_filter is None:
-      raise ValueError("observe needs an evaluator built with observation normalization.")
-    jobs = collections.deque((int(net), ep) for net in play_order
-                             for ep in range(episodes))
+                         f"({rows.size}), got {np.size(part.expected_steps)}.")
+      for name, value in (("seeds", part.seeds), ("observe", part.observe)):
+        if value is not None and np.shape(value) != (rows.size, part.episodes):
+          raise ValueError(f"{name} must be [{rows.size}, {part.episodes}] (networks x "
+                           f"episodes), got {list(np.shape(value))}.")
+      if part.observe is not None and self.observation_filter is None:
+        raise ValueError("observe needs an evaluator built with observation normalization.")
+    seeded = [p.seeds is not None for p in parts] + ([late.seeds is not None] if late else [])
+    if any(seeded) and not all(seeded):
+      raise ValueError("either every part of a call has reset seeds or none has.")
+    if late is not None and (not 0 <= late.after < len(parts) or (
+        late.seeds is not None and np.shape(late.seeds) != (late.count, late.episodes))):
+      raise ValueError(f"a late part waits for one of the {len(parts)} parts and has "
+                       f"[{late.count}, {late.episodes}] seeds.")
     cap_steps = None
     if self.episode_frame_cap is not None:
       cap_steps = -(-int(self.episode_frame_cap) // self.frames_per_step)
-    return _Call(ids, None if seeds is None else np.asarray(seeds, np.int64),
-                 None if observe is None else np.asarray(observe, bool),
-                 np.zeros((num_networks, episodes), np.float64),
-                 np.zeros((num_networks, episodes), np.int64), jobs,
-                 deal_first_jobs(jobs, [len(g) for g in self.groups]), cap_steps,
-                 timing_lib.CallClock([len(g) for g in self.groups]),
-                 steps=[0] * len(self.groups))
+    call = jobs_lib.Call(parts, late, [len(g) for g in self.groups], cap_steps,
+                         result_of=lambda p: self._result(call, p))
+    return call
 
-  def _first_observations(self, call: _Call) -> None:
+  def _first_observations(self, call: jobs_lib.Call) -> None:
     # New games in the slots that get a job, but for those already at the
     # start of one (auto-reset when their last game ended): 64 slots' reset
     # sequences were ~1 % of a Pong generation's emulator frames.
@@ -389,7 +351,7 @@ class PipelinedEvaluator:
     call.obs_all = np.zeros((self.env.num_envs,) + obs_used.shape[1:], obs_used.dtype)
     call.obs_all[used] = obs_used
 
-  def _check_finite(self, obs: np.ndarray, jobs, call: _Call, steps=None) -> None:
+  def _check_finite(self, obs: np.ndarray, jobs, call: jobs_lib.Call, steps=None) -> None:
     """ValueError (one line) for the first job whose observation is not finite."""
     if not np.issubdtype(obs.dtype, np.floating):
       return
@@ -403,13 +365,13 @@ class PipelinedEvaluator:
                          f"network {int(call.ids[net])} at step {step} of its episode "
                          f"{episode}{seed}: a policy cannot act on it.")
 
-  def _run_group(self, call: _Call, g: int, slots: np.ndarray) -> None:
+  def _run_group(self, call: jobs_lib.Call, g: int, slots: np.ndarray) -> None:
     clock = call.clock.groups[g]
     try:
       if not call.first_jobs[g]:
         return
       clock.begin()
-      group = _Group(slots, call.first_jobs[g], call.obs_all[slots].copy(),
+      group = jobs_lib.SlotGroup(slots, call.first_jobs[g], call.obs_all[slots].copy(),
                      self._state_specs, clock)
       obs_t = None    # the running slots' observations as a tensor, while they equal obs
       state_t = None  # and their state, likewise
@@ -459,7 +421,7 @@ class PipelinedEvaluator:
     finally:
       clock.finish()
 
-  def _finish(self, call: _Call, group: _Group, slots_done: np.ndarray,
+  def _finish(self, call: jobs_lib.Call, group: jobs_lib.SlotGroup, slots_done: np.ndarray,
               ended: np.ndarray) -> None:
     """Records the episodes of `slots_done` (rows of the group) and deals their next jobs."""
     reset, reset_jobs = [], []
@@ -473,6 +435,7 @@ class PipelinedEvaluator:
           call.sums.append((*job, total[i].copy(), squares[i].copy(), int(group.length[i])))
         total[i], squares[i] = 0.0, 0.0
       group.ret[i], group.length[i] = 0.0, 0
+      call.finished(job[0])
       job = call.next_job()
       group.net[i], group.epi[i] = job if job is not None else (-1, 0)
       if job is not None and (call.seeds is not None or not env_ended or not auto_reset):

@@ -5,6 +5,8 @@
     evaluator.remember(parents)                 # chains whose children come next
     evaluator.prepare(next_population)          # may build their weights ahead
     result = evaluator.evaluate(genomes, episodes, seeds, expected_steps, observe)
+    # or: first's, second's and the followup's genomes' results, played together
+    results = evaluator.evaluate_overlapped(first, second, followup)
 
 Networks are named by seed chains (`genome.Genome`), never by weights, so the
 same call can be played in this process (`LocalEvaluator`) or dealt to Ray
@@ -16,9 +18,10 @@ thread, worker or machine that played it.
 
 import abc
 from concurrent import futures
+import dataclasses
 import threading
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -49,6 +52,33 @@ def episode_seeds(run_seed: int, generation: int, phase: int, count: int,
   return out
 
 
+@dataclasses.dataclass(frozen=True)
+class Request:
+  """`evaluate`'s arguments: each genome plays `episodes` episodes, (i, e) from seeds[i, e]."""
+  genomes: Sequence[genome_lib.Genome]
+  episodes: int
+  seeds: np.ndarray
+  expected_steps: Optional[Sequence[float]] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Followup:
+  """`count` genomes chosen among a first request's by its result:
+  `choose(result)` gives their indices in that request's genomes."""
+  choose: Callable[[EvalResult], Sequence[int]]
+  count: int
+  episodes: int
+  seeds: np.ndarray
+
+
+def join_rows(results: Sequence[EvalResult]) -> EvalResult:
+  """The results' rows, one after the other, as one result (of the first's call)."""
+  return EvalResult(np.concatenate([r.returns for r in results]),
+                    np.concatenate([r.lengths for r in results]),
+                    sum(r.frames for r in results), sum(r.steps for r in results),
+                    results[0].seconds, None, results[0].timing)
+
+
 class Evaluator(abc.ABC):
   """Plays networks given as seed chains; see the module docstring."""
 
@@ -69,6 +99,20 @@ class Evaluator(abc.ABC):
     holds those episodes' observation sums. Rows of the result follow
     `genomes`. Raises `Stopped` after `stop()`.
     """
+
+  def can_overlap(self, count: int) -> bool:
+    """Whether `evaluate_overlapped` can play `count` genomes in one call."""
+    del count
+    return False
+
+  def evaluate_overlapped(self, first: Request, second: Request,
+                          followup: Optional[Followup] = None):
+    """Plays `first`, `second` and the genomes that `followup` chooses by
+    first's result, in one call: second's episodes fill the slots that
+    first's leave idle, and the followup's start as soon as first's last
+    episode ends. Returns their three results (None for no followup), each
+    as `evaluate` gives it. Only where `can_overlap`."""
+    raise NotImplementedError(f"{type(self).__name__} does not overlap calls.")
 
   def set_center(self, center: np.ndarray) -> None:
     """The root of CENTER chains from now on (ES's theta)."""
@@ -119,6 +163,8 @@ class LocalEvaluator(Evaluator):
     self._build_lock = threading.Lock()
     self._pool = futures.ThreadPoolExecutor(max_workers=1)
     self._prepared = None  # (genomes, future of StagedWeights)
+    self.overlapped_calls = 0  # evaluate_overlapped calls played as one call
+    self._staged = None  # the weights loaded last
 
   @property
   def capacity(self) -> int:
@@ -183,7 +229,11 @@ class LocalEvaluator(Evaluator):
     genomes = list(genomes)
     if not 1 <= len(genomes) <= self.capacity:
       raise ValueError(f"need 1..{self.capacity} genomes, got {len(genomes)}.")
-    self.network.load(self._staged_for(genomes))
+    self._load_staged(self._staged_for(genomes), genomes)
+
+  def _load_staged(self, staged, genomes) -> None:
+    self.network.load(staged)
+    self._staged = staged  # TF's now: read (rows kept by `_load_keeping`), never written
     self._rows = {g: i for i, g in enumerate(genomes)}
     self.last_statistics = (self.normalizer.apply(len(genomes))
                             if self.normalizer is not None else None)
@@ -205,6 +255,56 @@ class LocalEvaluator(Evaluator):
     if result.timing is not None:  # the weights' building and loading, too
       result.timing = result.timing.with_load(time.perf_counter() - started)
     return result
+
+  def can_overlap(self, count: int) -> bool:
+    # A weight normalizer (VBN) computes its statistics per load.
+    return self.normalizer is None and count <= self.capacity
+
+  def evaluate_overlapped(self, first, second, followup=None):
+    genomes = list(second.genomes) + list(first.genomes)
+    if not self.can_overlap(len(genomes)):
+      raise ValueError(f"{len(genomes)} genomes cannot play in one call (capacity "
+                       f"{self.capacity}{', weight normalizer' if self.normalizer else ''}).")
+    started = time.perf_counter()
+    self._load_keeping(second.genomes, first.genomes)
+    self.overlapped_calls += 1
+    offset = len(second.genomes)
+    parts = [evaluation.Part(range(offset, len(genomes)), first.episodes, first.seeds,
+                             first.expected_steps),
+             evaluation.Part(range(offset), second.episodes, second.seeds,
+                             second.expected_steps)]
+    late = None
+    if followup is not None:
+      late = evaluation.LatePart(
+          0, lambda result: [offset + int(i) for i in followup.choose(result)],
+          followup.count, followup.episodes, followup.seeds)
+    results = self.pipelined.evaluate_parts(parts, late)
+    if results[0].timing is not None:
+      timing = results[0].timing.with_load(time.perf_counter() - started)
+      results = [dataclasses.replace(r, timing=timing) for r in results]
+    return results[0], results[1], results[2] if late is not None else None
+
+  def _load_keeping(self, new, kept) -> None:
+    """Loads `new` into rows 0.. and `kept` after them, copying the weights of
+    those loaded now (e.g. the GA's elite candidates) instead of building them."""
+    new, kept = list(new), list(kept)
+    if (self._staged is None or not new or None in new
+        or any(g not in self._rows for g in kept)):
+      self.load(new + kept)
+      return
+    self._prepared = None  # the prepared population is one of `new` now
+    staged = None
+    with self._build_lock:
+      for start, run in _known_runs(new):
+        staged = self.network.stage(self.builder.build_many(run), staged, first_row=start)
+    rows = [self._rows[g] for g in kept]
+    at = slice(len(new), len(new) + len(kept))
+    for arrays, loaded in ((staged.kernels, self._staged.kernels),
+                           (staged.biases, self._staged.biases)):
+      for array, loaded_array in zip(arrays, loaded):
+        array[at] = loaded_array[rows]
+    staged.loaded = len(new) + len(kept)
+    self._load_staged(staged, new + kept)
 
   def stop(self) -> None:
     self.pipelined.stop()

@@ -9,11 +9,16 @@ Each generation:
      with one mutation theta += mutation_power * noise[offset].
 
 The children depend only on step 1's ranking, so they are drawn before step
-2 and handed to the evaluator (`prepare`), which may build their weights
-while the elite candidates play; each child's parent's episode length tells
-the evaluator which networks to start first in the next generation. Every
+2. With `overlap_elite` (and an evaluator that can: the local one) they play
+in one call with the elite candidates: the children's episodes (the next
+generation's step 1) fill the slots the candidates leave idle, and the next
+elite, the best candidate, plays its own step-1 episodes as soon as the last
+candidate's episode ends; the next generation then goes straight to its
+ranking. Otherwise they are handed to the evaluator (`prepare`), which may
+build their weights while the elite candidates play. Each child's parent's
+episode length tells the evaluator which networks to start first. Every
 episode starts from a seed of (seed, generation, phase, individual,
-episode), so a run gives the same result on any evaluator.
+episode), so a run gives the same result on any evaluator, overlapped or not.
 
 Random search (`random_search=True`, "the GA with no selection") draws a fresh
 random population every generation and keeps the best re-evaluated
@@ -60,7 +65,17 @@ class GAConfig(settings.SearchConfig):
       5, "Top individuals re-evaluated for the elite.")
   elite_episodes: int = flagconfig.field(
       5, "Episodes of each elite candidate's re-evaluation.")
+  overlap_elite: bool = flagconfig.field(
+      True, "Play the elite candidates' re-evaluation in one call with the next "
+      "generation's population, whose episodes fill the slots the candidates leave "
+      "idle (the same results; without observation normalization, locally).")
   random_search: bool = False
+
+  def capacity(self) -> int:
+    """Networks an evaluation call may hold: with overlap_elite, the population
+    and the elite candidates (and the last elite) together."""
+    overlap = self.overlap_elite and not self.normalization.enabled
+    return self.population + (self.elite_candidates + 1 if overlap else 0)
 
   def __post_init__(self):
     if self.population < 2:
@@ -124,6 +139,8 @@ class GeneticAlgorithm:
     self.elite_score = -np.inf
     # Each individual's expected episode length (env steps), or None.
     self._expected_steps: Optional[np.ndarray] = None
+    # The population's result, when it played with the last elite candidates.
+    self._played: Optional[evaluators.EvalResult] = None
 
   def _rng(self, stream: int) -> np.random.Generator:
     return np.random.default_rng([self.config.seed, self.generation, stream])
@@ -131,6 +148,16 @@ class GeneticAlgorithm:
   def _random_genomes(self, rng, count) -> List[genome_lib.Genome]:
     offsets = self.table.sample_offsets(rng, self.genome_layout.dim, count)
     return [genome_lib.Genome(int(o)) for o in offsets]
+
+  def _overlaps(self, candidates) -> bool:
+    """Whether the elite candidates play in one call with the next population
+    (its elite apart, for the GA): with overlap_elite, no observation
+    normalization (the next population plays with statistics that the
+    candidates' generation updates) and an evaluator that can."""
+    cfg = self.config
+    count = len(candidates) + cfg.population - (0 if cfg.random_search else 1)
+    return (cfg.overlap_elite and self.normalizer is None
+            and self.evaluator.can_overlap(count))
 
   def step(self) -> Dict[str, float]:
     """Runs one generation; returns its metrics."""
@@ -140,13 +167,11 @@ class GeneticAlgorithm:
     if self.population is None:
       self.population = self._random_genomes(self._rng(0), cfg.population)
     pop = self.population
-    seeds = self._seeds(POPULATION_PHASE, len(pop), cfg.episodes_per_eval)
-    observe = {}
-    if self.normalizer is not None:
-      self.normalizer.begin(self.evaluator)
-      observe = {"observe": self.normalizer.observe(seeds)}
-    res = breakdown.evaluate("eval", self.evaluator, pop, cfg.episodes_per_eval, seeds,
-                             expected_steps=self._expected_steps, **observe)
+    res, self._played = self._played, None  # played with the last generation's elite
+    played = 0  # frames of the episodes this step plays
+    if res is None:
+      res = self._evaluate_population(breakdown, pop)
+      played += res.frames
     fitness = res.fitness
     frames = res.frames
     # NaN returns rank last (never a parent); generation_metrics counts them.
@@ -159,22 +184,18 @@ class GeneticAlgorithm:
       candidates.append(self.elite)
 
     # The next population but its elite depends only on this ranking: draw
-    # it now, so that its weights can be built while the elite candidates play.
-    rng = self._rng(1)
-    if cfg.random_search:
-      children = self._random_genomes(rng, cfg.population)
+    # it now, so that it can play (or its weights be built) while the elite
+    # candidates play.
+    children, expected = self._children(pop, order, res)
+    elite_seeds = self._seeds(ELITE_PHASE, len(candidates), cfg.elite_episodes)
+    if self._overlaps(candidates):
+      elite_res = self._play_with_next(breakdown, candidates, elite_seeds, children, expected)
     else:
-      parents = [pop[i] for i in order[:cfg.truncation]]
-      self.evaluator.remember(parents)
-      choice = rng.integers(0, len(parents), size=cfg.population - 1)
-      offsets = self.table.sample_offsets(rng, self.genome_layout.dim, cfg.population - 1)
-      children = [None] + [parents[c].child(o, cfg.mutation_power)
-                           for c, o in zip(choice, offsets)]
-    self.evaluator.prepare(children)
-    elite_res = breakdown.evaluate(
-        "elite", self.evaluator, candidates, cfg.elite_episodes,
-        self._seeds(ELITE_PHASE, len(candidates), cfg.elite_episodes))
+      self.evaluator.prepare(children)
+      elite_res = breakdown.evaluate("elite", self.evaluator, candidates, cfg.elite_episodes,
+                                     elite_seeds)
     frames += elite_res.frames
+    played += elite_res.frames + (self._played.frames if self._played is not None else 0)
     scores = elite_res.fitness
     best = int(np.argmax(rankable(scores)))
     self.elite, self.elite_score = candidates[best], float(scores[best])
@@ -186,14 +207,63 @@ class GeneticAlgorithm:
     else:
       children[0] = self.elite
       # A child is expected to play about as long as its parent did.
-      self._expected_steps = np.concatenate(
-          [[elite_res.lengths[best].mean()],
-           res.lengths.mean(axis=1)[order[:cfg.truncation]][choice]])
+      self._expected_steps = np.concatenate([[elite_res.lengths[best].mean()], expected])
     self.population = children
-    metrics = generation_metrics(self, fitness, frames, start,
-                                 res.seconds + elite_res.seconds)
+    calls = sum(breakdown.parts.get(p, 0.0) for p in ("eval", "elite", "overlapped"))
+    metrics = generation_metrics(self, fitness, frames, start, calls)
     metrics.update(breakdown.step_metrics())
+    # Overlapped, a step plays the next population, not its own: its speed is
+    # what it played in its time.
+    metrics["played_frames"] = played
+    metrics["frames_per_second"] = played / max(metrics["generation_seconds"], 1e-9)
     return metrics
+
+  def _evaluate_population(self, breakdown, pop):
+    cfg = self.config
+    seeds = self._seeds(POPULATION_PHASE, len(pop), cfg.episodes_per_eval)
+    observe = {}
+    if self.normalizer is not None:
+      self.normalizer.begin(self.evaluator)
+      observe = {"observe": self.normalizer.observe(seeds)}
+    return breakdown.evaluate("eval", self.evaluator, pop, cfg.episodes_per_eval, seeds,
+                              expected_steps=self._expected_steps, **observe)
+
+  def _children(self, pop, order, res):
+    """The next population (GA: [None] + children, the elite comes first) and
+    the children's expected episode lengths (GA: their parents'; else None)."""
+    cfg = self.config
+    rng = self._rng(1)
+    if cfg.random_search:
+      return self._random_genomes(rng, cfg.population), None
+    parents = [pop[i] for i in order[:cfg.truncation]]
+    self.evaluator.remember(parents)
+    choice = rng.integers(0, len(parents), size=cfg.population - 1)
+    offsets = self.table.sample_offsets(rng, self.genome_layout.dim, cfg.population - 1)
+    children = [None] + [parents[c].child(o, cfg.mutation_power)
+                         for c, o in zip(choice, offsets)]
+    return children, res.lengths.mean(axis=1)[order[:cfg.truncation]][choice]
+
+  def _play_with_next(self, breakdown, candidates, elite_seeds, children, expected):
+    """The elite candidates' re-evaluation in one call with the next
+    generation's population (GA: its elite, the best candidate, once the
+    candidates have played); keeps the population's result for the next step."""
+    cfg = self.config
+    next_seeds = evaluators.episode_seeds(cfg.seed, self.generation + 1, POPULATION_PHASE,
+                                          len(children), cfg.episodes_per_eval)
+    first = evaluators.Request(candidates, cfg.elite_episodes, elite_seeds)
+    followup = None
+    rest = slice(0, None)
+    if not cfg.random_search:  # the next population's elite comes first
+      rest = slice(1, None)
+      followup = evaluators.Followup(lambda r: [int(np.argmax(rankable(r.fitness)))], 1,
+                                     cfg.episodes_per_eval, next_seeds[:1])
+    second = evaluators.Request(children[rest], cfg.episodes_per_eval, next_seeds[rest],
+                                expected)
+    elite_res, next_res, elite_next = breakdown.evaluate_overlapped(
+        "overlapped", self.evaluator, first, second, followup)
+    self._played = next_res if followup is None else evaluators.join_rows(
+        [elite_next, next_res])
+    return elite_res
 
   def _seeds(self, phase: int, count: int, episodes: int) -> np.ndarray:
     return evaluators.episode_seeds(self.config.seed, self.generation, phase, count,
@@ -242,4 +312,5 @@ class GeneticAlgorithm:
                   if state["elite"] is not None else None)
     self.elite_score = float(state["elite_score"])
     self._expected_steps = None
+    self._played = None
 

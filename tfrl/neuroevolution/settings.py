@@ -42,6 +42,10 @@ class SearchConfig:
   normalization: normalization_lib.NormalizationConfig = flagconfig.nested(
       normalization_lib.NormalizationConfig)
 
+  def capacity(self) -> int:
+    """Networks an evaluation call may hold (one per individual)."""
+    return self.population
+
 
 @dataclasses.dataclass(frozen=True)
 class NetworkSettings:

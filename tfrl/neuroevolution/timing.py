@@ -20,7 +20,9 @@ loop's ops. `idle_slots` is the share of the call's slot-seconds in which a
 slot had no episode to play (a group playing fewer slots than it has, or done).
 
 A generation (`Breakdown`) is its evaluation, the elite's (GA: the
-candidates' re-evaluation; ES: the centre's), the algorithm's update
+candidates' re-evaluation; ES: the centre's), or both in one call
+(`overlapped`: the GA's candidates with the next generation's population,
+whose evaluation the next generation then does not repeat), the algorithm's update
 (selection and mutation; ES's gradient step) and, from the run skeleton, the
 checkpoint, the export and the summaries; `other` is what none of these
 measured.
@@ -36,7 +38,9 @@ import tensorflow as tf
 TIMED_CALL_EVERY = 8
 
 # The parts of a generation's wall time, in the order the console line gives them.
-PARTS = ("eval", "elite", "update", "checkpoint", "export", "log", "other")
+PARTS = ("eval", "elite", "overlapped", "update", "checkpoint", "export", "log", "other")
+# The parts that are evaluation calls whose own parts the console line shows.
+SHOWN_CALLS = ("eval", "overlapped")
 # The parts of an evaluation's wall time.
 EVAL_PARTS = ("env", "net", "host", "wait", "load")
 
@@ -164,6 +168,16 @@ class Breakdown:
       self.evaluations[part] = dataclasses.asdict(result.timing)
     return result
 
+  def evaluate_overlapped(self, part: str, evaluator, *args):
+    """`evaluator.evaluate_overlapped(*args)` (one call, or several played
+    as one), timed as `part`; the call's timing is kept."""
+    started = time.perf_counter()
+    results = evaluator.evaluate_overlapped(*args)
+    self.add(part, time.perf_counter() - started)
+    if getattr(results[0], "timing", None) is not None:
+      self.evaluations[part] = dataclasses.asdict(results[0].timing)
+    return results
+
   def step_metrics(self) -> Dict[str, dict]:
     """An algorithm's step's entries of its metrics: `time`, its evaluation
     calls and `update` (everything else in the step), and `evaluation`, each
@@ -192,11 +206,11 @@ def format_line(seconds: Dict[str, float], evaluation: Dict[str, dict]) -> str:
   parts = []
   for part in PARTS:
     value = seconds.get(part, 0.0)
-    if part in ("export", "log", "other") and abs(value) < 0.005:
+    if part in ("overlapped", "export", "log", "other") and abs(value) < 0.005:
       continue
     text = f"{names.get(part, part)} {value:.2f} s"
-    if part == "eval" and "eval" in evaluation:
-      timing = EvalTiming(**evaluation["eval"])
+    if part in SHOWN_CALLS and part in evaluation:
+      timing = EvalTiming(**evaluation[part])
       shares = " ".join(f"{p} {_percent(s)}" for p, s in timing.shares().items())
       text += f" ({shares}; {_percent(timing.idle_slots)} slot-time idle)"
     parts.append(text)
