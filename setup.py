@@ -13,6 +13,12 @@
    unless their environment variable is 1. The MuJoCo family compiles
    against the headers of the installed `mujoco` wheel and links its
    libmujoco (a build requirement; without mujoco it is left out).
+   Each object file is kept in ~/.cache/tfrl/objects under a hash of
+   everything that makes it (compiler, flags, the source and the headers it
+   includes from this repository, the versions of TensorFlow's, MuJoCo's and
+   ALE's headers), so a rebuild of unchanged sources, a wheel built after an
+   install among them, compiles nothing (TFRL_OBJECT_CACHE=0 turns it off;
+   objects unused for 30 days are removed).
 
 `python setup.py configure_bazel` writes the local repositories that the
 Bazel build (`BUILD`, `WORKSPACE`, `custom_ops/<family>/BUILD`) needs:
@@ -26,11 +32,13 @@ import hashlib
 import html.parser
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 import urllib.parse
 import urllib.request
 
@@ -275,13 +283,113 @@ def op_families(environ=None):
   return families
 
 
+# Headers outside this repository that name their library's version.
+_VERSION_HEADERS = ("tensorflow/core/public/release_version.h",
+                    "tensorflow/core/public/version.h", "mujoco/mujoco.h", "ale/version.hpp")
+_QUOTED_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.MULTILINE)
+OBJECT_CACHE_DAYS = 30
+
+
+def local_includes(source: str, include_dirs) -> list:
+  """The repository's headers that `source` includes, directly or not (quoted
+  #includes found next to the including file or in `include_dirs`)."""
+  found, todo = [], [source]
+  while todo:
+    path = todo.pop()
+    with open(path, encoding="utf-8", errors="replace") as f:
+      names = _QUOTED_INCLUDE.findall(f.read())
+    for name in names:
+      for folder in (os.path.dirname(path), *include_dirs):
+        header = os.path.join(folder, name)
+        if os.path.isfile(header):
+          if header not in found:
+            found.append(header)
+            todo.append(header)
+          break
+  return sorted(found)
+
+
+def object_key(command: bytes, defines, source: str, include_dirs) -> str:
+  """Hash of what makes `source`'s object: the `command` (build_identity), the
+  source and its headers, and those `defines` that they name (TFRL_* macros
+  reach no header outside the repository)."""
+  texts = []
+  for path in [source, *local_includes(source, include_dirs)]:
+    with open(path, "rb") as f:
+      texts.append((os.path.relpath(path, ROOT), f.read()))
+  named = [d for d in defines if any(d.encode() in text for _, text in texts)]
+  digest = hashlib.sha256(command)
+  for define in named:
+    digest.update(define.encode() + b"\0")
+  for name, text in texts:
+    digest.update(name.encode() + b"\0" + hashlib.sha256(text).digest())
+  return digest.hexdigest()
+
+
+def build_identity(cxx: str, flags) -> bytes:
+  """The compiler's version and `flags` with this checkout's path left out and
+  each -I folder outside it named by its library's version headers (so that
+  TensorFlow 2.21's headers are the same in any virtualenv, pip's build
+  environment among them)."""
+  identity = [subprocess.run([cxx, "--version"], capture_output=True, check=True).stdout]
+  for flag in flags:
+    folder = flag[2:] if flag.startswith("-I") else None
+    versions = [os.path.join(folder, h) for h in _VERSION_HEADERS] if folder else []
+    versions = [v for v in versions if os.path.isfile(v)]
+    if folder and not folder.startswith(ROOT + os.sep) and versions:
+      flag = "-I" + ",".join(f"{os.path.relpath(v, folder)}:{_file_hash(v)}" for v in versions)
+    identity.append(flag.replace(ROOT, "<root>").encode())
+  return b"\0".join(identity)
+
+
+def _file_hash(path: str) -> str:
+  with open(path, "rb") as f:
+    return hashlib.sha256(f.read()).hexdigest()
+
+
+class ObjectCache:
+  """Object files by key under cache_dir()/objects (TFRL_OBJECT_CACHE=0: none)."""
+
+  def __init__(self):
+    value = os.environ.get("TFRL_OBJECT_CACHE", "1")
+    if value not in ("0", "1"):
+      raise RuntimeError(f"TFRL_OBJECT_CACHE must be 0 or 1, got {value!r}")
+    self.folder = os.path.join(cache_dir(), "objects") if value == "1" else None
+    if self.folder:
+      os.makedirs(self.folder, exist_ok=True)
+      stale = OBJECT_CACHE_DAYS * 86400
+      for entry in os.scandir(self.folder):
+        try:
+          if entry.stat().st_mtime < time.time() - stale:
+            os.remove(entry.path)
+        except FileNotFoundError:
+          pass  # another build removed it
+
+  def fetch(self, key: str, obj: str) -> bool:
+    cached = self.folder and os.path.join(self.folder, key + ".o")
+    if not cached or not os.path.isfile(cached):
+      return False
+    os.utime(cached)  # recently used: not pruned
+    shutil.copyfile(cached, obj)
+    return True
+
+  def store(self, key: str, obj: str) -> None:
+    if self.folder:
+      partial = os.path.join(self.folder, f"{key}.{os.getpid()}.partial")
+      shutil.copyfile(obj, partial)
+      os.replace(partial, os.path.join(self.folder, key + ".o"))
+
+
 def compile_family(family: Family, output: str, objects_dir: str, tf_flags,
                    ale_prefix=None, mujoco=None) -> None:
-  """Compiles `family`'s sources (in parallel) and links them into `output`."""
+  """Compiles `family`'s sources (in parallel, unless the object cache has
+  them) and links them into `output`."""
   cxx = os.environ.get("CXX", "g++")
   tf_compile, tf_link = tf_flags
-  flags = ["-O3", "-fPIC", "-Wno-deprecated-declarations", *tf_compile,
-           f"-I{family.include_dir}", *(f"-D{d}=1" for d in family.defines)]
+  # Paths in the objects relative to the checkout: the same object wherever it is.
+  flags = ["-O3", "-fPIC", "-Wno-deprecated-declarations", f"-ffile-prefix-map={ROOT}/=",
+           *tf_compile, f"-I{family.include_dir}"]
+  defines = [f"-D{d}=1" for d in family.defines]
   libs = []
   if family.name in FAMILIES_NEEDING_ALE:
     flags += [f"-I{ale_prefix}/include", f"-I{ale_prefix}/include/ale"]
@@ -295,10 +403,19 @@ def compile_family(family: Family, output: str, objects_dir: str, tf_flags,
     libs += sorted(glob.glob(os.path.join(mujoco, "libmujoco.so.*")))[:1]
   os.makedirs(objects_dir, exist_ok=True)
   os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+  cache = ObjectCache()
+  identity = build_identity(cxx, flags)
+  cached = []
 
   def compile_one(source):
+    source = os.path.join(ROOT, source)
     obj = os.path.join(objects_dir, os.path.basename(source) + ".o")
-    subprocess.check_call([cxx, *flags, "-c", os.path.join(ROOT, source), "-o", obj])
+    key = object_key(identity, family.defines, source, [family.include_dir])
+    if cache.fetch(key, obj):
+      cached.append(source)
+    else:
+      subprocess.check_call([cxx, *flags, *defines, "-c", source, "-o", obj])
+      cache.store(key, obj)
     return obj
 
   options = f", options {', '.join(family.defines)}" if family.defines else ""
@@ -306,7 +423,7 @@ def compile_family(family: Family, output: str, objects_dir: str, tf_flags,
   with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
     objects = list(pool.map(compile_one, family.sources))
   subprocess.check_call([cxx, "-shared", "-o", output, *objects, *libs, *tf_link])
-  log(f"built {output}")
+  log(f"built {output} ({len(cached)} of {len(objects)} objects from the object cache)")
 
 
 class BuildTfOps(build_ext):

@@ -1,9 +1,15 @@
-"""setup.py: the op families it finds in custom_ops/, ALE's PGO switch and the
-profile workload it runs."""
+"""setup.py: the op families it finds in custom_ops/, ALE's PGO switch, the
+profile workload it runs and the object cache."""
 
+import contextlib
+import ctypes
 import importlib.util
+import io
 import os
+import re
+import shutil
 import subprocess
+import tempfile
 
 import tensorflow as tf
 
@@ -90,6 +96,97 @@ class AleBuildTest(tf.test.TestCase):
     usage = subprocess.run([workload], capture_output=True, text=True)
     self.assertEqual(usage.returncode, 2)
     self.assertIn("usage:", usage.stderr)
+
+
+_PROBE_SOURCE = """#include "probe.h"
+extern "C" int probe_value() { return PROBE_VALUE; }
+"""
+_PROBE_HEADER = """#include "probe_value.h"
+#ifdef TFRL_PROBE_ON
+#undef PROBE_VALUE
+#define PROBE_VALUE 9
+#endif
+"""
+
+
+class ObjectCacheTest(tf.test.TestCase):
+  """Builds of a one-file family (no TensorFlow) that a C caller can run: the
+  object comes from the cache exactly when nothing that makes it changed."""
+
+  def setUp(self):
+    super().setUp()
+    self.setup = load_setup()
+    self.work = tempfile.mkdtemp(prefix="tfrl-object-cache-")
+    self.addCleanup(shutil.rmtree, self.work, ignore_errors=True)
+    self.setup.ROOT = os.path.join(self.work, "checkout")
+    self.external = os.path.join(self.work, "venv", "include")
+    self._write("venv/include/tensorflow/core/public/release_version.h", "#define TF_V 1\n")
+    self._write("checkout/ops/probe.cc", _PROBE_SOURCE)
+    self._write("checkout/ops/probe.h", _PROBE_HEADER)
+    self._write("checkout/ops/probe_value.h", "#define PROBE_VALUE 7\n")
+    self._env = {k: os.environ.get(k) for k in ("TFRL_CACHE_DIR", "TFRL_OBJECT_CACHE")}
+    os.environ["TFRL_CACHE_DIR"] = os.path.join(self.work, "cache")
+    os.environ.pop("TFRL_OBJECT_CACHE", None)
+    self.builds = 0
+
+  def tearDown(self):
+    for key, value in self._env.items():
+      if value is None:
+        os.environ.pop(key, None)
+      else:
+        os.environ[key] = value
+    super().tearDown()
+
+  def _write(self, name, text):
+    path = os.path.join(self.work, name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+      f.write(text)
+
+  def _build(self, defines=()):
+    """(value the library returns, objects taken from the cache)."""
+    self.builds += 1
+    folder = os.path.join(self.setup.ROOT, "ops")
+    family = self.setup.Family("probe", ("ops/probe.cc",), tuple(defines), folder)
+    output = os.path.join(self.work, f"lib{self.builds}", "probe.so")
+    log = io.StringIO()
+    with contextlib.redirect_stdout(log):
+      self.setup.compile_family(family, output, os.path.join(self.work, f"obj{self.builds}"),
+                                ([f"-I{self.external}"], []))
+    cached = re.search(r"\((\d+) of 1 objects from the object cache\)", log.getvalue())
+    return ctypes.CDLL(output).probe_value(), int(cached.group(1))
+
+  def test_an_object_comes_from_the_cache_only_when_nothing_that_makes_it_changed(self):
+    self.assertEqual(self._build(), (7, 0))
+    self.assertEqual(self._build(), (7, 1))
+    self._write("checkout/ops/probe_value.h", "#define PROBE_VALUE 8\n")  # a nested header
+    self.assertEqual(self._build(), (8, 0))
+    self.assertEqual(self._build(defines=["TFRL_PROBE_ON"]), (9, 0))  # a define it names
+    self.assertEqual(self._build(defines=["TFRL_OTHER"]), (8, 1))  # one it does not
+    # Another checkout, another virtualenv with the same library headers: hit.
+    shutil.copytree(self.setup.ROOT, os.path.join(self.work, "clone"))
+    self.setup.ROOT = os.path.join(self.work, "clone")
+    shutil.copytree(os.path.join(self.work, "venv"), os.path.join(self.work, "venv2"))
+    self.external = os.path.join(self.work, "venv2", "include")
+    self.assertEqual(self._build(), (8, 1))
+    # Another library version: miss.
+    self._write("venv2/include/tensorflow/core/public/release_version.h", "#define TF_V 2\n")
+    self.assertEqual(self._build(), (8, 0))
+    os.environ["TFRL_OBJECT_CACHE"] = "0"
+    self.assertEqual(self._build(), (8, 0))
+    os.environ["TFRL_OBJECT_CACHE"] = "yes"
+    with self.assertRaisesRegex(RuntimeError, "TFRL_OBJECT_CACHE must be 0 or 1, got 'yes'"):
+      self._build()
+
+  def test_objects_unused_for_thirty_days_are_removed(self):
+    self._build()
+    [old] = os.listdir(os.path.join(self.work, "cache", "objects"))
+    path = os.path.join(self.work, "cache", "objects", old)
+    month = self.setup.OBJECT_CACHE_DAYS * 86400
+    os.utime(path, (os.path.getatime(path) - month - 60,) * 2)
+    self.assertEqual(self._build(), (7, 0))
+    self.assertEqual(os.listdir(os.path.join(self.work, "cache", "objects")), [old])
+    self.assertEqual(self._build(), (7, 1))
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@ links to them, less any tfrl: pip then resolves the wheel's requirements
 against them without a download (`--no-index`), and the only tfrl the venv
 can import is the wheel's.
 
-Cost: the wheel build compiles every op family (ALE itself comes from the
-build cache, ~/.cache/tfrl), then one CartPole generation of the GA.
+Cost: the wheel build links every op family (ALE and the op objects of the
+install come from the build cache, ~/.cache/tfrl), then one CartPole
+generation of the GA.
 """
 
 import glob
