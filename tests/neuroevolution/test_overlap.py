@@ -2,6 +2,7 @@
 and random search playing their elite candidates with the next population in
 it: the same results as separate calls, one after the other."""
 
+import copy
 import dataclasses
 
 import numpy as np
@@ -108,7 +109,11 @@ class OverlappedSearchTest(tf.test.TestCase):
         for gen, (m, ref) in enumerate(zip(history, ref_history)):
           for key in _RUN_METRICS:
             self.assertEqual(m[key], ref[key], msg=f"generation {gen + 1}: {key}")
-        self.assertEqual(state, ref_state)
+        # The same run but for the switch itself, recorded in the config.
+        (state, arrays), (ref, ref_arrays) = copy.deepcopy((state, ref_state))
+        self.assertEqual(state["config"].pop("overlap_elite"), True)
+        self.assertEqual(ref["config"].pop("overlap_elite"), False)
+        self.assertEqual((state, arrays), (ref, ref_arrays))
 
   def test_resumed_run_goes_on_as_the_uninterrupted_one(self):
     config = ga.GAConfig(population=12, truncation=4, mutation_power=0.1,
