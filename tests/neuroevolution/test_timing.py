@@ -74,14 +74,18 @@ class BreakdownTest(tf.test.TestCase):
     # The local evaluator split both calls: their parts add up to their wall
     # time (an identity of the accounting), which is the call the step timed.
     self.assertCountEqual(metrics["evaluation"], ["eval", "elite"])
-    for call, parts in metrics["evaluation"].items():
-      self.assertAllClose(sum(parts[p] for p in timing.EVAL_PARTS), parts["wall"],
-                          atol=1e-6)
-      self.assertAllClose(parts["wall"], seconds[call],
-                          atol=max(TOLERANCE_SECONDS, TOLERANCE_SHARE * seconds[call]))
-      self.assertGreater(parts["env"], 0.0)
-      self.assertGreater(parts["net"], 0.0)
-      self.assertBetween(parts["idle_slots"], 0.0, 1.0)
+    for call in metrics["evaluation"]:
+      self._check_call(metrics, call)
+
+  def _check_call(self, metrics, call):
+    """An evaluation call's parts add up to its wall time, the step's timing of it."""
+    parts, seconds = metrics["evaluation"][call], metrics["time"][call]
+    self.assertAllClose(sum(parts[p] for p in timing.EVAL_PARTS), parts["wall"], atol=1e-6)
+    self.assertAllClose(parts["wall"], seconds,
+                        atol=max(TOLERANCE_SECONDS, TOLERANCE_SHARE * seconds))
+    self.assertGreater(parts["env"], 0.0)
+    self.assertGreater(parts["net"], 0.0)
+    self.assertBetween(parts["idle_slots"], 0.0, 1.0)
 
   def test_parts_add_up_to_each_generations_wall_time(self):
     for make in (_ga, _es):
@@ -122,13 +126,7 @@ class BreakdownTest(tf.test.TestCase):
       self.assertCountEqual(metrics["evaluation"], calls)
       self.assertEqual(seconds["elite"], 0.0)
       for call in calls:
-        parts = metrics["evaluation"][call]
-        self.assertAllClose(sum(parts[p] for p in timing.EVAL_PARTS), parts["wall"],
-                            atol=1e-6)
-        self.assertAllClose(parts["wall"], seconds[call],
-                            atol=max(TOLERANCE_SECONDS, TOLERANCE_SHARE * seconds[call]))
-        self.assertGreater(parts["env"], 0.0)
-        self.assertGreater(parts["net"], 0.0)
+        self._check_call(metrics, call)
     generation_lines = [line for line in lines if " gen " in line]
     self.assertLen(generation_lines, 3)
     self.assertRegex(generation_lines[1], r"\| time \d+\.\d\d s: eval 0\.00 s \+ elite "
