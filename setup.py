@@ -82,6 +82,11 @@ def log(message: str) -> None:
   print(f"[tfrl build] {message}", flush=True)
 
 
+def file_sha256(path: str) -> str:
+  with open(path, "rb") as f:
+    return hashlib.sha256(f.read()).hexdigest()
+
+
 def cache_dir() -> str:
   base = os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
   return os.environ.get("TFRL_CACHE_DIR", os.path.join(base, "tfrl"))
@@ -119,8 +124,7 @@ def fetch_ale_sdist(directory: str) -> str:
     with urllib.request.urlopen(url, timeout=300) as response, open(partial, "wb") as f:
       shutil.copyfileobj(response, f)
     os.replace(partial, path)
-  with open(path, "rb") as f:
-    digest = hashlib.sha256(f.read()).hexdigest()
+  digest = file_sha256(path)
   if digest != ALE_SDIST_SHA256:
     if not local:
       os.remove(path)
@@ -337,14 +341,9 @@ def build_identity(cxx: str, flags) -> bytes:
     versions = [os.path.join(folder, h) for h in _VERSION_HEADERS] if folder else []
     versions = [v for v in versions if os.path.isfile(v)]
     if folder and not folder.startswith(ROOT + os.sep) and versions:
-      flag = "-I" + ",".join(f"{os.path.relpath(v, folder)}:{_file_hash(v)}" for v in versions)
+      flag = "-I" + ",".join(f"{os.path.relpath(v, folder)}:{file_sha256(v)}" for v in versions)
     identity.append(flag.replace(ROOT, "<root>").encode())
   return b"\0".join(identity)
-
-
-def _file_hash(path: str) -> str:
-  with open(path, "rb") as f:
-    return hashlib.sha256(f.read()).hexdigest()
 
 
 class ObjectCache:
