@@ -9,7 +9,11 @@ after the other. GA, ES and random search are functions of their seed, so a
 run's scores against frames do not depend on the machine or on what else
 runs; its wall-clock does (recorded, a figure only from a quiet machine).
 Its curve per generation is read from its TensorBoard log (`<algorithm>/best`,
-`mean`, `elite`, `frames`).
+`mean`, `elite`, `frames`; minutes are the generations' `time/wall` summed).
+A seed's logdir that holds a checkpoint (a run stopped with Ctrl-C, in an
+earlier sitting) is resumed, as the entry point resumes any logdir; the run
+is then marked `resumed`, and the result is the same as one uninterrupted
+run's (GA, ES and random search resume bit for bit).
 
 Then its final elite (the exported `<logdir>/elite`) is played by
 tfrl.evaluate, --episodes episodes under each protocol, a 108,000-frame cap
@@ -70,15 +74,20 @@ def run_seed(entry, algorithm, workdir, seed):
          f"--logdir={logdir}"]
   print(f"  seed {seed}: {' '.join(cmd)}", flush=True)
   done = runs.run_for(cmd, _HOURS.value * 3600, logdir + ".out", cwd=ROOT)
-  tags = [f"{algorithm}/{m}" for m in ("best", "mean", "elite", "frames")]
-  by_step = {}
+  tags = [f"{algorithm}/{m}" for m in ("best", "mean", "elite", "frames")] + ["time/wall"]
+  by_step, resumed = {}, False
   for p in runs.scalars(logdir, tags):
-    point = by_step.setdefault(p["step"], {"generation": p["step"],
-                                           "minutes": (p["wall_time"] - done.start) / 60})
-    point[p["tag"].split("/")[1]] = p["value"]
-  curve = [dict(g, frames=int(g.get("frames", 0))) for _, g in sorted(by_step.items())]
+    resumed |= p["wall_time"] < done.start
+    point = by_step.setdefault(p["step"], {"generation": p["step"]})
+    point[p["tag"].split("/")[1]] = p["value"]  # a generation played again after a resume: its last
+  curve, seconds = [], 0.0
+  for _, g in sorted(by_step.items()):
+    # Minutes: the generations' own wall time summed, so that a pause between
+    # a stopped run and its resume (a later sitting) is not counted.
+    seconds += g.pop("wall", 0.0)
+    curve.append(dict(g, frames=int(g.get("frames", 0)), minutes=seconds / 60))
   run = {"seed": seed, "logdir": logdir, "command": " ".join(cmd), "stopped": done.how,
-         "returncode": done.returncode, "curve": curve,
+         "returncode": done.returncode, "resumed": resumed, "curve": curve,
          "minutes": curve[-1]["minutes"] if curve else None,
          "frames": curve[-1]["frames"] if curve else 0}
   if done.returncode not in (0, None) or not curve:

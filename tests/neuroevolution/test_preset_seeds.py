@@ -43,6 +43,9 @@ class PresetSeedsTest(absltest.TestCase):
         self.assertEqual(played["repeat_action_probability"], sticky)
         self.assertEqual(played["noop_max"], noops)
         self.assertEqual(played["max_episode_frames"], 108000)
+      self.assertFalse(run["resumed"])
+      minutes = [p["minutes"] for p in run["curve"]]
+      self.assertEqual(minutes, sorted(minutes))
       self.assertEqual(record["chart_seeds"], [0])
       self.assertTrue(os.path.getsize(os.path.join(tmp, "seeds.png")) > 0)
       self.assertEqual(record["summary"]["final_elite_sticky"]["seeds"], 1)
@@ -54,6 +57,25 @@ class PresetSeedsTest(absltest.TestCase):
                    "--max_frames=4000", "--seeds=1", "--append")
       self.assertNotEqual(other.returncode, 0)
       self.assertIn("this sitting", other.stderr)
+
+      # A seed stopped short in an earlier sitting is resumed, to the same curve.
+      resumed_dir = os.path.join(tmp, "resumed")
+      partial = subprocess.run(
+          [sys.executable, "-m", "tfrl.ga", "--preset=ga_frostbite_small", "--seed=0",
+           "--max_frames=1000", *[f"--{f}" for f in _TINY.split(",")],
+           f"--logdir={os.path.join(resumed_dir, 'ga_frostbite_small_s0')}"],
+          cwd=_ROOT, capture_output=True, text=True, timeout=900)
+      self.assertEqual(partial.returncode, 0, partial.stderr[-3000:])
+      resumed_output = os.path.join(tmp, "resumed.json")
+      done = _run(*[a for a in args if not a.startswith(("--workdir", "--output"))],
+                  "--seeds=0", f"--workdir={resumed_dir}", f"--output={resumed_output}")
+      self.assertEqual(done.returncode, 0, done.stderr[-3000:])
+      with open(resumed_output) as f:
+        (resumed,) = json.load(f)["runs"]
+      self.assertTrue(resumed["resumed"])
+      fields = ("generation", "best", "mean", "elite", "frames")
+      self.assertEqual([[p[k] for k in fields] for p in resumed["curve"]],
+                       [[p[k] for k in fields] for p in run["curve"]])
 
 
 if __name__ == "__main__":
