@@ -143,7 +143,7 @@ class PresetByNameTest(absltest.TestCase):
 
   def test_bad_names_are_one_line(self):
     with self.assertRaisesRegex(ValueError, r"^no preset named 'ga_pongg'; the presets of "
-                                r"tfrl.ga are: ga_cartpole, ga_frostbite_small, ga_humanoid, ga_pong$"):
+                                r"tfrl.ga are: ga_cartpole, ga_frostbite_small, ga_humanoid, ga_pong, ga_seaquest_small$"):
       presets.expand(["prog", "--preset=ga_pongg"], "tfrl.ga")
     with self.assertRaisesRegex(ValueError, r"^preset td3_pendulum is for tfrl.td3, not "
                                 r"tfrl.ga: python -m tfrl.td3 --preset=td3_pendulum$"):
@@ -190,7 +190,7 @@ class PresetFlagTest(absltest.TestCase):
   def test_bad_preset_is_one_line_and_exit_code_2(self):
     for prog, name, expected in (
         ("tfrl.ga", "nope", "tfrl.ga: error: no preset named 'nope'; the presets of tfrl.ga "
-         "are: ga_cartpole, ga_frostbite_small, ga_humanoid, ga_pong"),
+         "are: ga_cartpole, ga_frostbite_small, ga_humanoid, ga_pong, ga_seaquest_small"),
         ("tfrl.ga", "td3_pendulum", "tfrl.ga: error: preset td3_pendulum is for tfrl.td3, "
          "not tfrl.ga: python -m tfrl.td3 --preset=td3_pendulum")):
       out = _entry(prog, f"--preset={name}")
