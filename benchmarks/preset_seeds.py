@@ -11,9 +11,9 @@ runs; its wall-clock does (recorded, a figure only from a quiet machine).
 Its curve per generation is read from its TensorBoard log (`<algorithm>/best`,
 `mean`, `elite`, `frames`; minutes are the generations' `time/wall` summed).
 A seed's logdir that holds a checkpoint (a run stopped with Ctrl-C, in an
-earlier sitting) is resumed, as the entry point resumes any logdir; the run
-is then marked `resumed`, and the result is the same as one uninterrupted
-run's (GA, ES and random search resume bit for bit).
+earlier sitting) is resumed (`--resume`); the run is then marked `resumed`,
+and its result is the same as one uninterrupted run's (GA, ES and random
+search resume bit for bit).
 
 Then its final elite (the exported `<logdir>/elite`) is played by
 tfrl.evaluate, --episodes episodes under each protocol, a 108,000-frame cap
@@ -72,12 +72,15 @@ def run_seed(entry, algorithm, workdir, seed):
   cmd = [sys.executable, "-m", entry, f"--preset={_PRESET.value}", f"--seed={seed}",
          f"--max_frames={_MAX_FRAMES.value}", *[f"--{f}" for f in _PRESET_FLAGS.value],
          f"--logdir={logdir}"]
+  # A run stopped in an earlier sitting (Ctrl-C keeps its checkpoint) goes on.
+  resumed = os.path.exists(os.path.join(logdir, "checkpoint.json"))
+  if resumed:
+    cmd.append("--resume")
   print(f"  seed {seed}: {' '.join(cmd)}", flush=True)
   done = runs.run_for(cmd, _HOURS.value * 3600, logdir + ".out", cwd=ROOT)
   tags = [f"{algorithm}/{m}" for m in ("best", "mean", "elite", "frames")] + ["time/wall"]
-  by_step, resumed = {}, False
+  by_step = {}
   for p in runs.scalars(logdir, tags):
-    resumed |= p["wall_time"] < done.start
     point = by_step.setdefault(p["step"], {"generation": p["step"]})
     point[p["tag"].split("/")[1]] = p["value"]  # a generation played again after a resume: its last
   curve, seconds = [], 0.0

@@ -25,14 +25,14 @@ class PresetSeedsTest(absltest.TestCase):
   def test_runs_a_seed_evaluates_both_protocols_and_refuses_a_second_time(self):
     with tempfile.TemporaryDirectory() as tmp:
       output = os.path.join(tmp, "seeds.json")
-      args = ["--preset=ga_frostbite_small", "--max_frames=2000", "--episodes=1",
+      args = ["--preset=ga_frostbite_small", "--max_frames=5000", "--episodes=1",
               f"--preset_flags={_TINY}", f"--workdir={tmp}", f"--output={output}"]
       done = _run(*args, "--seeds=0")
       self.assertEqual(done.returncode, 0, done.stderr[-3000:])
       with open(output) as f:
         record = json.load(f)
       (run,) = record["runs"]
-      self.assertGreaterEqual(run["frames"], 2000)
+      self.assertGreaterEqual(run["frames"], 5000)
       self.assertEqual([p["generation"] for p in run["curve"]],
                        list(range(1, len(run["curve"]) + 1)))
       # Each protocol's report says the protocol it played.
@@ -54,7 +54,7 @@ class PresetSeedsTest(absltest.TestCase):
       self.assertNotEqual(again.returncode, 0)
       self.assertIn("already has seeds [0]", again.stderr)
       other = _run(*[a for a in args if not a.startswith("--max_frames")],
-                   "--max_frames=4000", "--seeds=1", "--append")
+                   "--max_frames=8000", "--seeds=1", "--append")
       self.assertNotEqual(other.returncode, 0)
       self.assertIn("this sitting", other.stderr)
 
@@ -62,7 +62,7 @@ class PresetSeedsTest(absltest.TestCase):
       resumed_dir = os.path.join(tmp, "resumed")
       partial = subprocess.run(
           [sys.executable, "-m", "tfrl.ga", "--preset=ga_frostbite_small", "--seed=0",
-           "--max_frames=1000", *[f"--{f}" for f in _TINY.split(",")],
+           "--max_frames=1", *[f"--{f}" for f in _TINY.split(",")],
            f"--logdir={os.path.join(resumed_dir, 'ga_frostbite_small_s0')}"],
           cwd=_ROOT, capture_output=True, text=True, timeout=900)
       self.assertEqual(partial.returncode, 0, partial.stderr[-3000:])
@@ -73,6 +73,11 @@ class PresetSeedsTest(absltest.TestCase):
       with open(resumed_output) as f:
         (resumed,) = json.load(f)["runs"]
       self.assertTrue(resumed["resumed"])
+      self.assertNotIn("error", resumed)
+      self.assertIn("--resume", resumed["command"])
+      with open(os.path.join(resumed_dir, "ga_frostbite_small_s0.out")) as f:
+        self.assertIn("resumed from", f.read())
+      self.assertGreater(len(run["curve"]), 1)  # so that the resume played generations
       fields = ("generation", "best", "mean", "elite", "frames")
       self.assertEqual([[p[k] for k in fields] for p in resumed["curve"]],
                        [[p[k] for k in fields] for p in run["curve"]])
