@@ -58,7 +58,8 @@ PRECISION_WORDS = {"float32": "float32", "bfloat16": "bfloat16 kernels",
 ENV_ROW_WORDS = {"tfrl op env, tf.function": "tfrl op env, tf.function loop"}
 
 
-def _machine(record):
+def machine(record):
+  """The CPU model, cores and date of a record's provenance, for a chart's title."""
   prov = record.get("provenance", record)
   cpu = prov.get("cpu_model") or record.get("processor") or "?"
   if ";" in cpu:  # "AMD EPYC (family 25, model 17; avx2, ...)": the flags are too long
@@ -92,7 +93,7 @@ def env_chart(record, out):
   values = [r["frames_per_second"] for r in rows]
   colours = [OURS if r["name"].startswith("tfrl") else PEER for r in rows]
   _bars(labels, values, colours, "frames/s (best round; emulators in brackets)",
-        f"Pong env throughput\n{_machine(record)}", out)
+        f"Pong env throughput\n{machine(record)}", out)
 
 
 def ga_run_words(run):
@@ -116,14 +117,14 @@ def ga_chart(record, out):
   values = [r["median_round_wall_ratio"] for r in rows]
   colours = [PEER if r["run"].startswith("env-only") else OURS for r in rows]
   _bars(labels, values, colours, "median round ratio to the best env-only frames/s",
-        f"GA generation vs env-only\n{_machine(record)}", out, fmt="{:.2f}")
+        f"GA generation vs env-only\n{machine(record)}", out, fmt="{:.2f}")
 
 
 def ga3c_chart(record, out):
   labels = ["env only (random actions)", "GA3C training end to end"]
   values = [record["env_only_frames_per_second"], record["training"]["frames_per_second"]]
   _bars(labels, values, [PEER, OURS], f"frames/s ({record['emulators']} emulators)",
-        f"GA3C on Pong\n{_machine(record)}", out)
+        f"GA3C on Pong\n{machine(record)}", out)
 
 
 def curve_chart(record, out, path):

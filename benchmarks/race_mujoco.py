@@ -224,13 +224,15 @@ def print_table(results):
 def chart(record, path):
   import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
   fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), dpi=100)
+  seeds = sorted({r["seed"] for r in record["runs"]})
+  styles = ("-", "--", ":", "-.")
   for r in record["runs"]:
     colour = charts.OURS if r["library"] == "tfrl" else charts.PEER
     label = f"{r['library']} seed {r['seed']}"
     curve = [c for c in r["curve"] if c["mean"] is not None]
     for ax, x in zip(axes, ("minutes", "env_steps")):
       ax.plot([c[x] for c in curve], [c["mean"] for c in curve], color=colour, label=label,
-              lw=1.2)
+              lw=1.2, ls=styles[seeds.index(r["seed"]) % len(styles)])
   axes[0].set_xlabel("minutes (wall clock, from process start)")
   axes[1].set_xlabel("environment steps")
   for ax in axes:
@@ -239,10 +241,21 @@ def chart(record, path):
   names = {"tfrl": "tfrl ES", "evotorch": "EvoTorch PGPE"}
   ran = [names[lib] for lib in names if any(r["library"] == lib for r in record["runs"])]
   fig.suptitle(f"{record['env']}: {' vs '.join(ran)}, {record['cpus']} CPUs\n"
-               f"{charts._machine(record)}", fontsize=10)  # pylint: disable=protected-access
+               f"{machines(record)}", fontsize=10)
   fig.tight_layout()
   fig.savefig(path)
   plt.close(fig)
+
+
+def machines(record):
+  """Each sitting's machine and the seeds it ran (appended seeds may run elsewhere)."""
+  seeds_by_machine = {}
+  for r in record["runs"]:
+    cpu = charts.machine({"provenance": r.get("provenance", record["provenance"])})
+    cpu = cpu.rsplit(",", 1)[0]  # the date differs by sitting, not the machine
+    seeds_by_machine.setdefault(cpu, set()).add(r["seed"])
+  return "; ".join(f"seed{'s' if len(s) > 1 else ''} {', '.join(map(str, sorted(s)))}: {m}"
+                   for m, s in seeds_by_machine.items())
 
 
 def appended_to():

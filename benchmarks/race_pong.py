@@ -314,7 +314,7 @@ def score_chart(record, path):
   ax.axhline(18, color="#cccccc", lw=0.8, ls="--")
   ax.set_xlabel("minutes (wall clock, from process start)")
   ax.set_ylabel(f"rolling mean of {_WINDOW.value} full games")
-  ax.set_title(f"Pong score against wall clock\n{charts._machine(record)}",  # pylint: disable=protected-access
+  ax.set_title(f"Pong score against wall clock\n{charts.machine(record)}",
                fontsize=10)
   ax.legend()
   fig.tight_layout()
