@@ -58,14 +58,14 @@ PRECISION_WORDS = {"float32": "float32", "bfloat16": "bfloat16 kernels",
 ENV_ROW_WORDS = {"tfrl op env, tf.function": "tfrl op env, tf.function loop"}
 
 
-def machine(record):
-  """The CPU model, cores and date of a record's provenance, for a chart's title."""
+def machine(record, date=True):
+  """The CPU model, cores and (by default) date of a record's provenance, for a chart's title."""
   prov = record.get("provenance", record)
   cpu = prov.get("cpu_model") or record.get("processor") or "?"
   if ";" in cpu:  # "AMD EPYC (family 25, model 17; avx2, ...)": the flags are too long
     cpu = cpu.split(";")[0] + ")"
-  date = (prov.get("date") or "")[:10]
-  return f"{cpu}, {prov.get('cores', record.get('cores', '?'))} cores, {date}"
+  line = f"{cpu}, {prov.get('cores', record.get('cores', '?'))} cores"
+  return f"{line}, {(prov.get('date') or '')[:10]}" if date else line
 
 
 def _bars(labels, values, colours, xlabel, title, out, fmt="{:,.0f}"):

@@ -82,7 +82,8 @@ def run_seed(entry, algorithm, workdir, seed):
   by_step = {}
   for p in runs.scalars(logdir, tags):
     point = by_step.setdefault(p["step"], {"generation": p["step"]})
-    point[p["tag"].split("/")[1]] = p["value"]  # a generation played again after a resume: its last
+    # A generation played again after a resume keeps its last value.
+    point[p["tag"].split("/")[1]] = p["value"]
   curve, seconds = [], 0.0
   for _, g in sorted(by_step.items()):
     # Minutes: the generations' own wall time summed, so that a pause between

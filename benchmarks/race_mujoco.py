@@ -251,8 +251,8 @@ def machines(record):
   """Each sitting's machine and the seeds it ran (appended seeds may run elsewhere)."""
   seeds_by_machine = {}
   for r in record["runs"]:
-    cpu = charts.machine({"provenance": r.get("provenance", record["provenance"])})
-    cpu = cpu.rsplit(",", 1)[0]  # the date differs by sitting, not the machine
+    # Without the date: it differs by sitting, not by machine.
+    cpu = charts.machine({"provenance": r.get("provenance", record["provenance"])}, date=False)
     seeds_by_machine.setdefault(cpu, set()).add(r["seed"])
   return "; ".join(f"seed{'s' if len(s) > 1 else ''} {', '.join(map(str, sorted(s)))}: {m}"
                    for m, s in seeds_by_machine.items())
