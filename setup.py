@@ -313,15 +313,21 @@ def local_includes(source: str, include_dirs) -> list:
   return sorted(found)
 
 
+# C and C++ comments, for object_key.
+_C_COMMENT = re.compile(rb"//[^\n]*|/\*.*?\*/", re.DOTALL)
+
+
 def object_key(command: bytes, defines, source: str, include_dirs) -> str:
   """Hash of what makes `source`'s object: the `command` (build_identity), the
-  source and its headers, and those `defines` that they name (TFRL_* macros
-  reach no header outside the repository)."""
+  source and its headers, and those `defines` that their code names (TFRL_*
+  macros reach no header outside the repository; a name in a comment does
+  not count, so that an option's build reuses the objects it cannot change)."""
   texts = []
   for path in [source, *local_includes(source, include_dirs)]:
     with open(path, "rb") as f:
       texts.append((os.path.relpath(path, ROOT), f.read()))
-  named = [d for d in defines if any(d.encode() in text for _, text in texts)]
+  code = [_C_COMMENT.sub(b" ", text) for _, text in texts]
+  named = [d for d in defines if any(d.encode() in text for text in code)]
   digest = hashlib.sha256(command)
   for define in named:
     digest.update(define.encode() + b"\0")

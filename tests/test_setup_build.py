@@ -102,6 +102,9 @@ _PROBE_SOURCE = """#include "probe.h"
 extern "C" int probe_value() { return PROBE_VALUE; }
 """
 _PROBE_HEADER = """#include "probe_value.h"
+// TFRL_IN_A_COMMENT: named here, used nowhere.
+/* And TFRL_IN_A_BLOCK_COMMENT,
+   over two lines. */
 #ifdef TFRL_PROBE_ON
 #undef PROBE_VALUE
 #define PROBE_VALUE 9
@@ -163,6 +166,9 @@ class ObjectCacheTest(tf.test.TestCase):
     self.assertEqual(self._build(), (8, 0))
     self.assertEqual(self._build(defines=["TFRL_PROBE_ON"]), (9, 0))  # a define it names
     self.assertEqual(self._build(defines=["TFRL_OTHER"]), (8, 1))  # one it does not
+    # Names in comments only: hit.
+    self.assertEqual(self._build(defines=["TFRL_IN_A_COMMENT", "TFRL_IN_A_BLOCK_COMMENT"]),
+                     (8, 1))
     # Another checkout, another virtualenv with the same library headers: hit.
     shutil.copytree(self.setup.ROOT, os.path.join(self.work, "clone"))
     self.setup.ROOT = os.path.join(self.work, "clone")
