@@ -110,6 +110,39 @@ class PlotGaRunTest(tf.test.TestCase):
                                rtol=1e-6)
     self.assertEqual(ax.get_ylabel(), "best individual's score")
 
+  def test_a_csv_of_the_runs_scalars_draws_the_same_frames_curve(self):
+    # The CSV is written from TF's own reader of the run's events.
+    events = _scalars_by_summary_iterator(self.run_dir)
+    start = min(t for points in events.values() for _, t, _ in points)
+    tags = ["ga/frames", "ga/elite"]
+    rows = {}
+    for tag in tags:
+      for step, wall, value in events[tag]:
+        rows.setdefault(step, {"seconds": wall - start})[tag] = value
+    path = os.path.join(self.tmp, "curve.csv")
+    with open(path, "w") as f:
+      f.write("step,seconds," + ",".join(tags) + "\n")
+      for step, row in sorted(rows.items()):
+        f.write(f"{step},{row['seconds']},{','.join(repr(row[t]) for t in tags)}\n")
+    from_events = plot.plot(plot.PlotConfig(logdirs=(self.run_dir,), x=("frames",),
+                                            out=os.path.join(self.tmp, "events.png")))
+    from_csv = plot.plot(plot.PlotConfig(logdirs=(path,), x=("frames",),
+                                         out=os.path.join(self.tmp, "csv.png")))
+    (a,), (b,) = from_events.axes[0].lines, from_csv.axes[0].lines
+    self.assertLen(b.get_xdata(), 3)
+    np.testing.assert_array_equal(b.get_xdata(), a.get_xdata())
+    np.testing.assert_array_equal(b.get_ydata(), a.get_ydata())
+    self.assertEqual(from_csv.axes[0].get_ylabel(), "elite score")  # no flags.txt beside it
+    bad = os.path.join(self.tmp, "bad.csv")
+    with open(bad, "w") as f:
+      f.write("frames,ga/elite\n1,2\n")
+    out = _run(["-m", "tfrl.plot", f"--logdir={bad}", f"--out={os.path.join(self.tmp, 'z.png')}"],
+               check=False)
+    self.assertEqual(out.returncode, 2, out.stderr)
+    self.assertEqual(out.stderr.strip().splitlines()[-1],
+                     f"tfrl.plot: error: --logdir={bad}: a CSV of scalars starts with the "
+                     "header 'step,seconds,<tag>,...'; this one has 'frames,ga/elite'.")
+
   def test_unknown_tag_is_one_line(self):
     out = _run(["-m", "tfrl.plot", f"--logdir={self.run_dir}", "--tag=ga/nope",
                 f"--out={os.path.join(self.tmp, 'x.png')}"], check=False)

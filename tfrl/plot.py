@@ -22,12 +22,18 @@ pauses between a run and its `--resume` left out; points a resumed run wrote
 again (from its checkpoint's step on) replace the earlier ones, as
 TensorBoard does.
 
+A `--logdir` may also name a CSV file of one run's scalars, such as a curve
+a benchmark kept in its JSON after the run's folder was gone: a header
+`step,seconds,<tag>,<tag>,...` and a row per step, where `seconds` is the
+run's own clock (an empty cell: the tag has no point at that step).
+
 The y axis is labelled in words for the tags tfrl writes ("rolling score
 (100 episodes)" for `episode/rolling_score`, the count read from the run's
 `flags.txt`), and with the tag itself for any other; `--ylabel` and
 `--xlabel` (the frames axis) replace them.
 """
 
+import csv
 import dataclasses
 import glob
 import os
@@ -86,7 +92,8 @@ class PlotConfig:
   xlabel: str = flagconfig.field(
       "", "Label of the frames axis; empty: its unit (frames, env steps or step).")
   logdirs: Tuple[str, ...] = flagconfig.field(
-      (), "A run's TensorBoard directory; repeat for more runs.", flag="logdir", multi=True)
+      (), "A run's TensorBoard directory (or CSV of scalars); repeat for more runs.",
+      flag="logdir", multi=True)
   labels: Tuple[str, ...] = flagconfig.field(
       (), "Legend label of each --logdir, in the same order; runs with one label are averaged "
       "(seeds of one config).", flag="label", multi=True)
@@ -179,8 +186,33 @@ def _run_clock(spans: Sequence[Tuple[float, float]]):
   return seconds
 
 
+def read_csv_scalars(path: str) -> Scalars:
+  """A run's scalars from a CSV file (`step,seconds,<tag>,...`, see the module doc)."""
+  with open(path, newline="") as f:
+    rows = list(csv.reader(f))
+  header = rows[0] if rows else []
+  if header[:2] != ["step", "seconds"] or len(header) < 3:
+    raise ValueError(f"--logdir={path}: a CSV of scalars starts with the header "
+                     f"'step,seconds,<tag>,...'; this one has '{','.join(header)}'.")
+  series = {}
+  for column, tag in enumerate(header[2:], start=2):
+    try:
+      kept = sorted((int(row[0]), float(row[1]), float(row[column]))
+                    for row in rows[1:] if len(row) > column and row[column] != "")
+    except ValueError as e:
+      raise ValueError(f"--logdir={path}: column '{tag}': {e}") from None
+    if kept:
+      steps, seconds, values = (np.asarray(c) for c in zip(*kept))
+      series[tag] = (steps.astype(np.int64), seconds.astype(np.float64),
+                     values.astype(np.float64))
+  return Scalars(path, series)
+
+
 def read_scalars(logdir: str) -> Scalars:
-  """Every scalar of a run's event files (files in the order they were written)."""
+  """Every scalar of a run's event files (files in the order they were written),
+  or of its CSV file."""
+  if logdir.endswith(".csv") and os.path.isfile(logdir):
+    return read_csv_scalars(logdir)
   files = []
   for path in event_files(logdir):
     times, points = _read_file(path)
