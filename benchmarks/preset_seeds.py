@@ -24,8 +24,9 @@ tfrl.evaluate, --episodes episodes under each protocol, a 108,000-frame cap
 
 Writes JSON (provenance, commands, curves, evaluations, mean and spread
 over seeds) and a chart by `tfrl.plot` (mean with a min-max band over the
-seeds, against frames). --append adds seeds to an existing --output of the
-same preset and budget, each run with its own sitting's provenance.
+seeds, against frames), drawn from the curves the JSON records. --append
+adds seeds to an existing --output of the same preset and budget, each run
+with its own sitting's provenance; --redraw only draws its chart again.
 """
 
 import json
@@ -60,10 +61,12 @@ _EPISODES = flags.DEFINE_integer("episodes", 30, "Evaluation episodes per protoc
 _HOURS = flags.DEFINE_float("hours", 12.0, "A run that takes longer is stopped (Ctrl-C).")
 _WORKDIR = flags.DEFINE_string(
     "workdir", os.path.expanduser("~/tfrl_preset_seeds"),
-    "Where runs write; kept, since the chart is drawn from every seed's log (--append).")
+    "Where runs write (kept: a stopped seed resumes from its checkpoint here).")
 _OUTPUT = flags.DEFINE_string("output", "preset_seeds.json", "JSON path.")
 _CHART = flags.DEFINE_string("chart", "", "Chart PNG (default: the JSON path with .png).")
 _APPEND = flags.DEFINE_bool("append", False, "Add the seeds to an existing --output.")
+_REDRAW = flags.DEFINE_bool("redraw", False,
+                            "Run nothing: draw --output's chart again from its curves.")
 
 
 def run_seed(entry, algorithm, workdir, seed):
@@ -137,14 +140,31 @@ def summary(record):
   return out
 
 
+def curve_csv(record, run, path):
+  """Writes `run`'s recorded curve as tfrl.plot's CSV of scalars (the
+  generation, its minutes as seconds, and `<algorithm>/frames`, `elite`, ...)."""
+  algorithm = ALGORITHMS[record["entry_point"]]
+  keys = ("frames", "elite", "best", "mean")
+  with open(path, "w") as f:
+    f.write("step,seconds," + ",".join(f"{algorithm}/{k}" for k in keys) + "\n")
+    for p in run["curve"]:
+      f.write(f"{p['generation']},{p['minutes'] * 60!r},"
+              + ",".join(repr(p[k]) if k in p else "" for k in keys) + "\n")
+
+
 def chart(record, path):
-  """tfrl.plot's mean and min-max band over the seeds whose logs are here, against
-  frames; returns the seeds drawn."""
-  drawn = [r for r in record["runs"] if os.path.isdir(r["logdir"])]
+  """tfrl.plot's mean and min-max band over every seed's curve as the JSON
+  records it (a CSV each in --workdir: a seed whose run folder is gone, from
+  an earlier sitting on another machine, is drawn too), against frames;
+  returns the seeds drawn."""
+  drawn = [r for r in record["runs"] if r["curve"]]
   cmd = [sys.executable, "-m", "tfrl.plot", f"--out={path}", "--x=frames", "--band=minmax"]
   for r in drawn:
-    cmd += [f"--logdir={r['logdir']}", f"--label={record['preset']}"]
-  done = runs.run_for(cmd, 600, path + ".out", cwd=ROOT)
+    csv_path = os.path.join(_WORKDIR.value, f"{record['preset']}_s{r['seed']}_curve.csv")
+    curve_csv(record, r, csv_path)
+    cmd += [f"--logdir={csv_path}", f"--label={record['preset']}"]
+  done = runs.run_for(cmd, 600, os.path.join(_WORKDIR.value, f"{record['preset']}_chart.out"),
+                      cwd=ROOT)
   return [r["seed"] for r in drawn] if done.returncode == 0 and drawn else []
 
 
@@ -159,8 +179,21 @@ def earlier_record():
   return earlier
 
 
+def redraw():
+  with open(_OUTPUT.value) as f:
+    record = json.load(f)
+  os.makedirs(_WORKDIR.value, exist_ok=True)
+  path = _CHART.value or os.path.splitext(_OUTPUT.value)[0] + ".png"
+  record["chart_seeds"] = chart(record, path)
+  with open(_OUTPUT.value, "w") as f:
+    json.dump(record, f, indent=1)
+  print(f"chart: {path} (seeds {record['chart_seeds']})")
+
+
 def main(argv):
   del argv
+  if _REDRAW.value:
+    return redraw()
   if not _PRESET.value or not _MAX_FRAMES.value or _MAX_FRAMES.value < 1 or not _SEEDS.value:
     raise app.UsageError("--preset, --max_frames >= 1 and --seeds are needed.")
   entry = presets.entry_point(_PRESET.value)

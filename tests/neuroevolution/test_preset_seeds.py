@@ -2,8 +2,10 @@
 elite played under both protocols (as the evaluation reports say), the chart,
 and --append's refusals."""
 
+import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -47,6 +49,19 @@ class PresetSeedsTest(absltest.TestCase):
       minutes = [p["minutes"] for p in run["curve"]]
       self.assertEqual(minutes, sorted(minutes))
       self.assertEqual(record["chart_seeds"], [0])
+      self.assertTrue(os.path.getsize(os.path.join(tmp, "seeds.png")) > 0)
+      # The chart is drawn from the curve the JSON records, through a CSV.
+      with open(os.path.join(tmp, "ga_frostbite_small_s0_curve.csv")) as f:
+        rows = list(csv.reader(f))
+      self.assertEqual(rows[0], ["step", "seconds", "ga/frames", "ga/elite", "ga/best", "ga/mean"])
+      self.assertEqual([(int(r[0]), int(r[2]), float(r[3])) for r in rows[1:]],
+                       [(p["generation"], p["frames"], p["elite"]) for p in run["curve"]])
+      # So --redraw draws it again with the run's folder gone.
+      shutil.rmtree(run["logdir"])
+      os.remove(os.path.join(tmp, "seeds.png"))
+      redrawn = _run(f"--output={output}", f"--workdir={tmp}", "--redraw")
+      self.assertEqual(redrawn.returncode, 0, redrawn.stderr[-3000:])
+      self.assertIn("(seeds [0])", redrawn.stdout)
       self.assertTrue(os.path.getsize(os.path.join(tmp, "seeds.png")) > 0)
       self.assertEqual(record["summary"]["final_elite_sticky"]["seeds"], 1)
 
