@@ -180,6 +180,8 @@ def earlier_record():
 
 
 def redraw():
+  if not os.path.isfile(_OUTPUT.value):
+    raise app.UsageError(f"--redraw: no --output={_OUTPUT.value} to draw.")
   with open(_OUTPUT.value) as f:
     record = json.load(f)
   os.makedirs(_WORKDIR.value, exist_ok=True)

@@ -62,6 +62,9 @@ class PresetSeedsTest(absltest.TestCase):
       redrawn = _run(f"--output={output}", f"--workdir={tmp}", "--redraw")
       self.assertEqual(redrawn.returncode, 0, redrawn.stderr[-3000:])
       self.assertIn("(seeds [0])", redrawn.stdout)
+      missing = _run(f"--output={os.path.join(tmp, 'none.json')}", "--redraw")
+      self.assertNotEqual(missing.returncode, 0)
+      self.assertIn("--redraw: no --output=", missing.stderr)
       self.assertTrue(os.path.getsize(os.path.join(tmp, "seeds.png")) > 0)
       self.assertEqual(record["summary"]["final_elite_sticky"]["seeds"], 1)
 
