@@ -45,6 +45,8 @@ from tfrl import presets  # pylint: disable=g-import-not-at-top
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALGORITHMS = {"tfrl.ga": "ga", "tfrl.es": "es", "tfrl.random_search": "random_search"}
+# What a curve holds per generation: `<algorithm>/<key>` in the run's log.
+CURVE_KEYS = ("frames", "elite", "best", "mean")
 PROTOCOLS = {
     "noop": ["--noop_max=30", "--repeat_action_probability=0", "--max_episode_frames=108000"],
     "sticky": ["--noop_max=0", "--repeat_action_probability=0.25",
@@ -81,7 +83,7 @@ def run_seed(entry, algorithm, workdir, seed):
     cmd.append("--resume")
   print(f"  seed {seed}: {' '.join(cmd)}", flush=True)
   done = runs.run_for(cmd, _HOURS.value * 3600, logdir + ".out", cwd=ROOT)
-  tags = [f"{algorithm}/{m}" for m in ("best", "mean", "elite", "frames")] + ["time/wall"]
+  tags = [f"{algorithm}/{k}" for k in CURVE_KEYS] + ["time/wall"]
   by_step = {}
   for p in runs.scalars(logdir, tags):
     point = by_step.setdefault(p["step"], {"generation": p["step"]})
@@ -144,12 +146,11 @@ def curve_csv(record, run, path):
   """Writes `run`'s recorded curve as tfrl.plot's CSV of scalars (the
   generation, its minutes as seconds, and `<algorithm>/frames`, `elite`, ...)."""
   algorithm = ALGORITHMS[record["entry_point"]]
-  keys = ("frames", "elite", "best", "mean")
   with open(path, "w") as f:
-    f.write("step,seconds," + ",".join(f"{algorithm}/{k}" for k in keys) + "\n")
+    f.write("step,seconds," + ",".join(f"{algorithm}/{k}" for k in CURVE_KEYS) + "\n")
     for p in run["curve"]:
       f.write(f"{p['generation']},{p['minutes'] * 60!r},"
-              + ",".join(repr(p[k]) if k in p else "" for k in keys) + "\n")
+              + ",".join(repr(p[k]) if k in p else "" for k in CURVE_KEYS) + "\n")
 
 
 def chart(record, path):
