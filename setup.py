@@ -478,9 +478,12 @@ class ConfigureBazel(setuptools.Command):
         os.remove(link)
       os.symlink(target, link)
       log(f"third_party_local/{name} -> {target}")
-    # TensorFlow's own flags, less the include path (the repository has it).
+    # TensorFlow's own flags, less the include path and the framework library
+    # (the repository has both): no absolute path of this checkout's venv in
+    # an action, so Bazel's caches serve every clone on the machine.
     compile_flags, link_flags = tensorflow_flags()
     copts = [f for f in compile_flags if not f.startswith("-I")]
+    link_flags = [f for f in link_flags if not f.startswith(("-L", "-l"))]
     config = os.path.join(local, "config")
     os.makedirs(config, exist_ok=True)
     if not os.path.exists(os.path.join(config, "BUILD")):
