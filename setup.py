@@ -479,8 +479,7 @@ class ConfigureBazel(setuptools.Command):
       os.symlink(target, link)
       log(f"third_party_local/{name} -> {target}")
     # TensorFlow's own flags, less the include path and the framework library
-    # (the repository has both): no absolute path of this checkout's venv in
-    # an action, so Bazel's caches serve every clone on the machine.
+    # (the repository has both, so no action names this checkout's venv).
     compile_flags, link_flags = tensorflow_flags()
     copts = [f for f in compile_flags if not f.startswith("-I")]
     link_flags = [f for f in link_flags if not f.startswith(("-L", "-l"))]

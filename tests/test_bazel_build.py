@@ -68,15 +68,11 @@ class BazelBuildTest(tf.test.TestCase):
     self.assertIsNotNone(bazel, "bazel is not installed: apt-get install bazel-bootstrap")
     subprocess.run([sys.executable, "setup.py", "-q", "configure_bazel"], cwd=ROOT,
                    check=True, capture_output=True, timeout=1200)
-    setup = load_setup()
-    # Bazel's disk cache beside setup.py's object cache: a clean clone's build
-    # reuses the actions of earlier builds on this machine (a cold one takes
-    # 3-8 minutes on 2 cores).
-    disk_cache = os.path.join(setup.cache_dir(), "bazel")
-    build = subprocess.run([bazel, "build", "//:ops", f"--disk_cache={disk_cache}"],
-                           cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    build = subprocess.run([bazel, "build", "//:ops"], cwd=ROOT, capture_output=True,
+                           text=True, timeout=1800)
     try:
       # The optional parts are selected as setup.py selects them.
+      setup = load_setup()
       options = [o.bazel for o in setup.BUILD_OPTIONS.values()]
       default_sources = bazel_sources(bazel)
       option_sources = bazel_sources(bazel, *options)
