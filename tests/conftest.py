@@ -1,8 +1,35 @@
 """Test-suite wide pytest settings."""
 
+import os
+
+import pytest
+
+# Tests that start Ray, signal or look for processes, mount file systems or
+# build into the checkout: with two pytest workers (`-n 2 --dist loadgroup`)
+# they all run on one worker, one after another, while the rest share the other.
+SERIAL_FILES = (
+    "tests/neuroevolution/test_config.py",
+    "tests/neuroevolution/test_ray.py",
+    "tests/ops/test_build_options.py",
+    "tests/ops/test_isa.py",
+    "tests/test_bazel_build.py",
+    "tests/test_cluster_recipe.py",
+    "tests/test_file_system_failures.py",
+    "tests/test_kill_resume.py",
+    "tests/test_logdir_lock.py",
+    "tests/test_peer_runs.py",
+    "tests/test_setup_build.py",
+    "tests/test_signals.py",
+    "tests/test_wheel.py",
+)
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 
 def pytest_collection_modifyitems(config, items):
   # tf.test.TestCase has a `test_session` helper that pytest would collect and
   # report as a skipped test; it is not one.
   del config
   items[:] = [item for item in items if item.name != "test_session"]
+  for item in items:
+    if os.path.relpath(str(item.path), _ROOT) in SERIAL_FILES:
+      item.add_marker(pytest.mark.xdist_group("serial"))
