@@ -10,7 +10,6 @@ layer plan, and for TD3 the networks at HalfCheetah's sizes. The installed
 package's presets: tests/test_wheel.py.
 """
 
-import concurrent.futures
 import glob
 import json
 import os
@@ -85,9 +84,7 @@ class PresetTest(absltest.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    # One process per entry point, two at a time (each is mostly TF's import).
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-      cls.results = dict(zip(_ENTRY_POINTS, pool.map(_check, _ENTRY_POINTS)))
+    cls.results = {prefix: _check(prefix) for prefix in _ENTRY_POINTS}
 
   def test_every_preset_belongs_to_an_entry_point(self):
     checked = {p for r in self.results.values() for p in r}
