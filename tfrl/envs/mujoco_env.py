@@ -2,7 +2,7 @@
 
 `GymEnv` steps each gymnasium env in Python through `tf.numpy_function`; on
 2 cores that Python, not the physics, bounds the neuroevolution evaluator
-(docs/neuroevolution.md, "Throughput on MuJoCo"). The MuJoCo ops step a
+(docs/neuroevolution_mujoco.md, "Throughput on MuJoCo"). The MuJoCo ops step a
 batch of simulations in C++ on TF's thread pool: the same model file, the
 same MuJoCo calls per step as gymnasium's `MujocoEnv` (ctrl, frame_skip x
 mj_step, mj_rnePostConstraint), then the task's v5 observation and reward.

@@ -10,7 +10,7 @@ Why: each of a group's slots plays its own network, and the expanded kernels
 of the Frostbite preset's circulant dense layer (2.7 MB per network) stream
 from memory at every step; compact, a network's kernel is 2 / b of that
 (0.33 MB for b = 16), and a group's 32 networks stay in the last-level cache
-(docs/neuroevolution.md, "The bound: memory bandwidth").
+(docs/neuroevolution_throughput.md, "The bound: memory bandwidth").
 """
 
 import numpy as np

@@ -279,7 +279,7 @@ TFRL_INLINE void AccumulateDenseWindow(float* out, const Change* window, int64_t
 // are the expanded kernel's and are summed in AccumulateDenseWindow's order,
 // so the outputs are bit for bit the expanded kernel's, from 2 / b of its
 // bytes (a network's kernel fits in cache where the expanded one does not:
-// docs/neuroevolution.md, the memory bound of the Frostbite preset).
+// docs/neuroevolution_throughput.md, the memory bound of the Frostbite preset).
 template <int W, int V>
 TFRL_INLINE void CirculantBlock(float* out, const Change* c, int64_t count, const float* w,
                                 const int64_t* row_at, const int64_t* col_at) {
