@@ -3,10 +3,25 @@
 `data/recorded_runs.json` holds runs of the code at the commit it names: each
 generation's best, mean and elite score and frames (as the console line
 prints them), and the final checkpoint's genomes (GA, random search) or the
-SHA-256 of ES's centre. A run is a function of its seed, so refactors and
-throughput work must leave these unchanged; a change that is meant to alter
-results records them again (`python tests/neuroevolution/test_recorded_runs.py
---record`, from the repository root) and says so in its commit.
+SHA-256 of ES's centre and of its observation normalizer. A run is a function
+of its seed, so refactors and throughput work must leave these unchanged; a
+change that is meant to alter results records them again (`python
+tests/neuroevolution/test_recorded_runs.py --record`, from the repository
+root) and says so in its commit.
+
+Each recorded run's scores vary from generation to generation (a run whose
+every episode hits the frame cap with one score would let an evaluation bug
+through), and one of them is a normalized ES with a continuous head on
+HalfCheetah-v5, played on the MuJoCo ops.
+
+The population kernels are compiled for several ISAs (tfrl/ops/population.py)
+whose sums round differently (tests/ops/test_isa.py), so a run's scores are a
+function of its seed *and* of the kernels' build. The recording says which
+build ran (`population_isa`, and per run the paths its kernels ran on), and a
+replay runs that build (TFRL_POPULATION_ISA), so the comparison is exact on
+any CPU that runs it. A CPU that cannot run the recorded build fails with a
+message saying so: a replay on another build is not comparable (it may differ
+with no regression, or hide one), so record again there rather than loosen it.
 
 RUNS holds each run's arguments in today's flag names; the JSON keeps the
 command as it was recorded.
@@ -37,41 +52,109 @@ RUNS = {
         "--elite_candidates=2", "--elite_episodes=2", "--num_envs=8",
         "--max_episode_frames=1500", "--repeat_action_probability=0.25",
         "--generations=2"]),
-    "es_pong_small": ("tfrl.es", [
-        "--flagfile=flags/es_pong.flags", "--arch=small", "--population=8",
-        "--center_episodes=1", "--num_envs=8", "--max_episode_frames=1000",
-        "--generations=2"]),
+    "es_frostbite_small": ("tfrl.es", [
+        "--game=frostbite", "--arch=small", "--population=8", "--sigma=0.1",
+        "--center_episodes=1", "--num_envs=8", "--max_episode_frames=1500",
+        "--generations=3"]),
+    "es_halfcheetah_normalized": ("tfrl.es", [
+        "--flagfile=flags/es_halfcheetah.flags", "--hidden=8", "--population=8",
+        "--num_envs=4", "--max_episode_frames=100", "--center_episodes=1",
+        "--obs_norm_fraction=0.5", "--generations=3"]),
     "random_search_frostbite": ("tfrl.random_search", [
         "--game=frostbite", "--arch=small", "--population=8", "--elite_candidates=2",
         "--elite_episodes=2", "--num_envs=8", "--max_episode_frames=1000",
         "--generations=2"]),
     "ga_cartpole": ("tfrl.ga", ["--flagfile=flags/ga_cartpole.flags", "--generations=3"]),
 }
+# Runs that must play on the MuJoCo ops (MujocoEnv), not gymnasium's envs.
+ON_MUJOCO_OPS = ("es_halfcheetah_normalized",)
 
 _LINE = re.compile(r"gen\s+(\d+) \| best\s+(\S+) \| mean\s+(\S+) \| elite\s+(\S+) \| "
                    r"frames\s+(\d+)")
+_KERNELS = "recorded_runs kernels: "
+_REFUSED = "recorded_runs refused: "
+# Runs the entry point, then prints which build the population kernels ran
+# and on which paths they computed (tfrl.ops.population.kernel_info).
+_WRAPPER = f"""
+import json, runpy, sys
+from tfrl.ops import population
+try:
+  population.kernel_info()
+except Exception as e:  # a build this CPU does not run: the ops refuse it
+  print({_REFUSED!r} + str(e).splitlines()[0], flush=True)
+  sys.exit(3)
+sys.argv = sys.argv[1:]
+try:
+  runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+finally:
+  info = population.kernel_info()
+  print({_KERNELS!r} + json.dumps({{"isa": info["isa"], "paths": sorted(
+      p for p, calls in info["calls"].items() if calls)}}), flush=True)
+"""
 
 
-def run(name: str, logdir: str) -> dict:
-  """Runs RUNS[name] into `logdir`; what a recording holds."""
-  module, args = RUNS[name]
-  command = [sys.executable, "-m", module, *args, f"--logdir={logdir}", "--noexport"]
-  out = subprocess.run(command, cwd=_ROOT, capture_output=True, text=True, timeout=600)
-  if out.returncode:
-    raise AssertionError(f"{' '.join(command)} failed:\n{out.stderr[-3000:]}")
-  generations = [{"generation": int(g), "best": b, "mean": m, "elite": e, "frames": int(f)}
-                 for g, b, m, e, f in _LINE.findall(out.stdout)]
+def _sha256(arrays: dict, names) -> str:
+  digest = hashlib.sha256()
+  for name in sorted(names):
+    value = np.ascontiguousarray(arrays[name])
+    digest.update(f"{name} {value.dtype.str} {value.shape}".encode())
+    digest.update(value.tobytes())
+  return digest.hexdigest()
+
+
+def _checkpoint(logdir: str) -> dict:
+  """What a recording holds of the final checkpoint."""
   with open(os.path.join(logdir, "checkpoint.json")) as f:
     state = json.load(f)
-  result = {"generations": generations, "elite_score": state.get("elite_score")}
+  result = {"elite_score": state.get("elite_score")}
   if "population" in state:   # GA and random search: seed chains
     result["population"] = state["population"]
     result["elite"] = state.get("elite")
-  if state.get("arrays_file"):  # ES: its centre
+  if state.get("arrays_file"):  # ES: its centre and its observation statistics
     with np.load(os.path.join(logdir, state["arrays_file"])) as arrays:
       result["theta_sha256"] = hashlib.sha256(
           np.ascontiguousarray(arrays["theta"], np.float32).tobytes()).hexdigest()
+      normalizer = [k for k in arrays.files if k.startswith("obs_norm_")]
+      if normalizer:
+        result["normalizer_sha256"] = _sha256(arrays, normalizer)
   return result
+
+
+def run(name: str, logdir: str, isa: str = "auto") -> dict:
+  """Runs RUNS[name] into `logdir` on the population kernels' build `isa`;
+  what a recording holds."""
+  module, args = RUNS[name]
+  command = [sys.executable, "-c", _WRAPPER, module, *args, f"--logdir={logdir}",
+             "--noexport"]
+  env = dict(os.environ, TFRL_POPULATION_ISA=isa, TFRL_MUJOCO_OPS="1",
+             TF_CPP_MIN_LOG_LEVEL="3")
+  out = subprocess.run(command, cwd=_ROOT, env=env, capture_output=True, text=True,
+                       timeout=600)
+  refused = [line for line in out.stdout.splitlines() if line.startswith(_REFUSED)]
+  if refused:
+    raise AssertionError(
+        f"{name} was recorded on the population kernels' {isa} build, which this CPU "
+        f"does not run ({refused[0][len(_REFUSED):]}). Another build rounds sums "
+        "differently, so its run is not comparable with the recording: record again "
+        "on this machine (--record) instead of comparing.")
+  if out.returncode:
+    raise AssertionError(f"{module} {' '.join(args)} failed:\n{out.stderr[-3000:]}")
+  if name in ON_MUJOCO_OPS and "(MujocoEnv)" not in out.stdout:
+    raise AssertionError(f"{name} did not play on the MuJoCo ops:\n{out.stdout[:2000]}")
+  [kernels] = [json.loads(line[len(_KERNELS):]) for line in out.stdout.splitlines()
+               if line.startswith(_KERNELS)]
+  generations = [{"generation": int(g), "best": b, "mean": m, "elite": e, "frames": int(f)}
+                 for g, b, m, e, f in _LINE.findall(out.stdout)]
+  return {"generations": generations, **_checkpoint(logdir), "kernel_paths": kernels["paths"],
+          "kernel_isa": kernels["isa"]}
+
+
+def scores_vary(generations) -> bool:
+  """Whether a run's scores carry information: its mean score changes from
+  one generation to the next, and its population's scores differ (best != mean)."""
+  means = [g["mean"] for g in generations]
+  return (len(generations) > 1 and all(a != b for a, b in zip(means, means[1:])) and
+          any(g["best"] != g["mean"] for g in generations))
 
 
 class RecordedRunsTest(parameterized.TestCase):
@@ -82,17 +165,31 @@ class RecordedRunsTest(parameterized.TestCase):
     with open(DATA) as f:
       cls.recorded = json.load(f)
 
+  def test_every_run_is_recorded_and_informative(self):
+    self.assertEqual(sorted(self.recorded["runs"]), sorted(RUNS))
+    self.assertIn(self.recorded["population_isa"], ("avx512", "avx2", "sse"))
+    for name, recorded in self.recorded["runs"].items():
+      result = recorded["result"]
+      self.assertTrue(scores_vary(result["generations"]),
+                      f"{name}: its scores do not vary: {result['generations']}")
+      # The population kernels ran, and on the recorded build only.
+      builds = set(result["kernel_paths"]) & {"avx512", "avx2", "sse"}
+      self.assertEqual(builds, {self.recorded["population_isa"]}, name)
+    cheetah = self.recorded["runs"]["es_halfcheetah_normalized"]["result"]
+    self.assertIn("normalizer_sha256", cheetah)
+
   @parameterized.named_parameters((name, name) for name in RUNS)
   def test_replays_exactly(self, name):
     recorded = self.recorded["runs"][name]
     with tempfile.TemporaryDirectory() as logdir:
-      now = run(name, os.path.join(logdir, "run"))
+      now = run(name, os.path.join(logdir, "run"), isa=self.recorded["population_isa"])
     self.assertLen(now["generations"], len(recorded["result"]["generations"]))
     self.assertEqual(now, recorded["result"])
 
 
 def record() -> None:
-  """Runs every RUNS entry and writes DATA with the commit it ran at."""
+  """Runs every RUNS entry on the widest build this CPU runs and writes DATA
+  with the commit it ran at and that build."""
   commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=_ROOT, capture_output=True,
                           text=True).stdout.strip()
   runs = {}
@@ -100,10 +197,11 @@ def record() -> None:
     with tempfile.TemporaryDirectory() as logdir:
       runs[name] = {"command": ["python", "-m", module, *args, "--noexport"],
                     "result": run(name, os.path.join(logdir, "run"))}
-    print(name, runs[name]["result"]["generations"][-1], flush=True)
+    print(name, runs[name]["result"]["generations"], flush=True)
+  [isa] = {r["result"]["kernel_isa"] for r in runs.values()}
   os.makedirs(os.path.dirname(DATA), exist_ok=True)
   with open(DATA, "w") as f:
-    json.dump({"commit": commit, "runs": runs}, f, indent=1)
+    json.dump({"commit": commit, "population_isa": isa, "runs": runs}, f, indent=1)
     f.write("\n")
 
 
