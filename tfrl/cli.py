@@ -6,9 +6,9 @@
 Flag values that fail a config's checks (ValueError), usage errors, missing
 optional dependencies (ImportError) and missing files end the process with
 `<prog>: error: <message>` on stderr and exit code 2, instead of a traceback
-or the whole help text. A run that cannot go on (`RunFailed`, e.g. every Ray
-worker lost, or a write that meets a full disk) ends with one line and exit
-code 1. Errors of any other kind keep their traceback: they are bugs, not bad
+or the whole help text. A run that cannot go on (`tfrl.errors.RunFailed`,
+e.g. every Ray worker lost, or a write that meets a full disk) ends with one
+line and exit code 1. Errors of any other kind keep their traceback: they are bugs, not bad
 input.
 
 `run` also gives every entry point that has presets (`tfrl.presets`) a
@@ -25,16 +25,12 @@ from absl import app
 from absl import flags
 
 from tfrl import presets
+from tfrl.errors import RunFailed
 
 BAD_INPUT = (app.UsageError, ValueError, ImportError, FileNotFoundError)
 # A full disk or quota, a read-only file system: the machine, not a bug. A
 # write that meets one (a flags file, a summary) ends the run in one line, exit 1.
 DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
-
-
-class RunFailed(RuntimeError):
-  """The run cannot go on; what it saved (its last checkpoint) stays."""
-
 
 _prog = "tfrl"
 

@@ -13,7 +13,7 @@ the `checkpoint` state file is replaced atomically once they are complete):
   * a state file that TF would silently ignore (truncated, empty), a missing
     `run.json`, index or data file and a restore that fails are each one line
     naming the file (`resume.CorruptCheckpoint`); nothing is deleted;
-  * a save that fails (a full disk) is `cli.RunFailed`, the previous
+  * a save that fails (a full disk) is `errors.RunFailed`, the previous
     checkpoint still the latest;
   * a save never writes over the latest checkpoint (see `save`);
   * the first save is all or nothing: TF renames the index into place before
@@ -36,7 +36,7 @@ from google.protobuf import message
 import tensorflow as tf
 
 from tfrl import atomic_files
-from tfrl import cli
+from tfrl import errors
 from tfrl import resume
 from tfrl import run_loop
 from tfrl.layers import factory as layer_factory
@@ -160,7 +160,7 @@ class RunCheckpoints(run_loop.CheckpointStore):
     """Writes files that belong to checkpoint `number` into `directory` (none here)."""
 
   def save(self, algorithm, number: int, identity: Mapping[str, Any]) -> str:
-    """Writes checkpoint `number`; raises cli.RunFailed if it cannot.
+    """Writes checkpoint `number`; raises errors.RunFailed if it cannot.
 
     `write_extras` writes the files that belong to the checkpoint before it,
     into the directory the checkpoint goes to.
@@ -198,6 +198,6 @@ class RunCheckpoints(run_loop.CheckpointStore):
       self._manager = self._manage(checkpoint)
       return self._manager.latest_checkpoint
     except (OSError, tf.errors.OpError) as e:
-      raise cli.RunFailed(
+      raise errors.RunFailed(
           f"cannot write checkpoint {number} in {self.directory}: {resume.first_line(e)}; "
           f"the latest complete one is {self.latest or 'none'}") from e

@@ -25,7 +25,7 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 
 from tfrl import atomic_files
-from tfrl import cli
+from tfrl import errors
 from tfrl import run_loop
 from tfrl.resume import CorruptCheckpoint
 
@@ -144,7 +144,7 @@ class Store(run_loop.CheckpointStore):
     try:
       save(self.directory, dict(state, run=dict(identity)), arrays)
     except OSError as e:
-      raise cli.RunFailed(
+      raise errors.RunFailed(
           f"cannot write the checkpoint of generation {number} in {self.directory}: "
           f"{e.strerror or e}; the checkpoint there still holds generation "
           f"{self.saved_generation()} (resume with --resume)") from e

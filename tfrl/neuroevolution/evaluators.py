@@ -25,7 +25,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from tfrl import cli
+from tfrl import errors
 from tfrl.neuroevolution import evaluation
 from tfrl.neuroevolution import genome as genome_lib
 
@@ -33,7 +33,7 @@ EvalResult = evaluation.EvalResult
 Stopped = evaluation.Stopped
 
 
-class WorkersLost(cli.RunFailed):
+class WorkersLost(errors.RunFailed):
   """Every worker of a distributed evaluator is gone and none could be started."""
 
 

@@ -15,7 +15,7 @@ import os
 
 from absl import logging
 
-from tfrl import cli
+from tfrl import errors
 from tfrl import tf_checkpoints
 
 
@@ -38,7 +38,7 @@ class ReplayCheckpoints(tf_checkpoints.RunCheckpoints):
     try:
       algorithm.replay.save(path)
     except OSError as e:
-      raise cli.RunFailed(f"cannot write the replay buffer {path}: {e.strerror or e}; "
+      raise errors.RunFailed(f"cannot write the replay buffer {path}: {e.strerror or e}; "
                           f"the latest complete checkpoint is {self.latest}") from e
 
   def save(self, algorithm, number, identity) -> str:
