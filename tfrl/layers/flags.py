@@ -1,8 +1,8 @@
 """absl flags that select the layer variant, shared by every entry point.
 
 Entry points (GA3C, GA/ES, TD3) call `define_layer_flags()` at import time
-and `layer_plan_from_flags(FLAGS)` / `reward_aware_config_from_flags(FLAGS)`
-in `main`; library code only sees the resulting typed objects.
+and build `layer_flags(FLAGS)` (a `LayerFlags`, by `tfrl.flagconfig`) in
+`main`, whose `plan()` and `reward_aware()` are what library code sees.
 
     python -m tfrl.td3 --dense_layer=gst --circulant_block_size=16 \
         --target_sparsity=0.9 --pruning_schedule=reward_aware \
@@ -65,6 +65,30 @@ class LayerFlags:
       1.0, "Reward-aware: scale = max(|best return|, this) for the thresholds.")
 
 
+  def spec(self) -> spec_lib.LayerSpec:
+    """The default LayerSpec of every layer."""
+    return spec_lib.LayerSpec(
+        kind=self.dense_layer, block_size=self.circulant_block_size,
+        circulant_method=self.circulant_method, target_sparsity=self.target_sparsity,
+        schedule=self.pruning_schedule, nm=_parse_nm(self.nm), begin_step=self.pruning_begin,
+        end_step=self.pruning_end, frequency=self.pruning_frequency,
+        initial_sparsity=self.pruning_initial_sparsity, drop_fraction=self.dst_drop_fraction,
+        regrow=self.dst_regrow, gst_min_dim=self.gst_min_dim)
+
+  def plan(self) -> spec_lib.LayerPlan:
+    """The LayerPlan: the default spec, with the `layer_plan` overrides."""
+    return spec_lib.LayerPlan.parse(self.layer_plan, default=self.spec())
+
+  def reward_aware(self) -> gst.RewardAwareConfig:
+    """The reward-aware controller's thresholds (bounded by the pruning flags)."""
+    return gst.RewardAwareConfig(
+        initial_sparsity=self.pruning_initial_sparsity,
+        min_sparsity=min(self.gst_min_sparsity, self.pruning_initial_sparsity),
+        max_sparsity=self.target_sparsity, window=self.gst_window,
+        tolerance=self.gst_tolerance, backoff=self.gst_backoff, step_up=self.gst_step_up,
+        step_down=self.gst_step_down, reward_scale=self.gst_reward_scale)
+
+
 def define_layer_flags(flag_values: flags.FlagValues = flags.FLAGS):
   """Defines the layer flags (idempotent: skips flags already defined)."""
   flagconfig.define(LayerFlags, fv=flag_values)
@@ -78,36 +102,15 @@ def _parse_nm(text):
   return (n, m)
 
 
-def layer_spec_from_flags(fv: flags.FlagValues = flags.FLAGS) -> spec_lib.LayerSpec:
-  return spec_lib.LayerSpec(
-      kind=fv.dense_layer,
-      block_size=fv.circulant_block_size,
-      circulant_method=fv.circulant_method,
-      target_sparsity=fv.target_sparsity,
-      schedule=fv.pruning_schedule,
-      nm=_parse_nm(fv.nm),
-      begin_step=fv.pruning_begin,
-      end_step=fv.pruning_end,
-      frequency=fv.pruning_frequency,
-      initial_sparsity=fv.pruning_initial_sparsity,
-      drop_fraction=fv.dst_drop_fraction,
-      regrow=fv.dst_regrow,
-      gst_min_dim=fv.gst_min_dim)
+def layer_flags(fv: flags.FlagValues = flags.FLAGS) -> LayerFlags:
+  """The LayerFlags of the flags (`flagconfig.build`)."""
+  return flagconfig.build(LayerFlags, fv=fv)
 
 
 def layer_plan_from_flags(fv: flags.FlagValues = flags.FLAGS) -> spec_lib.LayerPlan:
   """The LayerPlan for the layer flags (default spec + `--layer_plan`)."""
-  return spec_lib.LayerPlan.parse(fv.layer_plan, default=layer_spec_from_flags(fv))
+  return layer_flags(fv).plan()
 
 
 def reward_aware_config_from_flags(fv: flags.FlagValues = flags.FLAGS) -> gst.RewardAwareConfig:
-  return gst.RewardAwareConfig(
-      initial_sparsity=fv.pruning_initial_sparsity,
-      min_sparsity=min(fv.gst_min_sparsity, fv.pruning_initial_sparsity),
-      max_sparsity=fv.target_sparsity,
-      window=fv.gst_window,
-      tolerance=fv.gst_tolerance,
-      backoff=fv.gst_backoff,
-      step_up=fv.gst_step_up,
-      step_down=fv.gst_step_down,
-      reward_scale=fv.gst_reward_scale)
+  return layer_flags(fv).reward_aware()
