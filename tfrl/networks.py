@@ -16,6 +16,7 @@ default float32 builds exactly the graph they built before that option.
 import dataclasses
 from typing import Sequence, Tuple
 
+import numpy as np
 import tensorflow as tf
 
 from tfrl import layers as tl
@@ -150,3 +151,34 @@ class ActorCritic(tf.Module):
     h = self.torso(obs)
     logits = tf.cast(self.policy(h), tf.float32)   # no op when already float32
     return logits, tf.cast(tf.squeeze(self.value(h), axis=-1), tf.float32)
+
+
+def _orthogonal(shape, gain: float, seed) -> tf.Tensor:
+  """An orthogonal matrix of [prod(shape[:-1]), shape[-1]], reshaped to `shape`, times `gain`."""
+  rows, cols = int(np.prod(shape[:-1])), int(shape[-1])
+  a = tf.random.stateless_normal([max(rows, cols), min(rows, cols)], seed=seed)
+  q, r = tf.linalg.qr(a)
+  q *= tf.sign(tf.linalg.diag_part(r))  # a uniform draw over orthogonal matrices
+  q = q if rows >= cols else tf.transpose(q)
+  return gain * tf.reshape(q[:rows, :cols], shape)
+
+
+def orthogonal_init(network: ActorCritic, *, hidden_gain: float = float(np.sqrt(2.0)),
+                    policy_gain: float = 0.01, value_gain: float = 1.0, seed: int = 0) -> int:
+  """Re-initialises the plain dense and conv kernels of a built ActorCritic
+  orthogonally (Saxe et al. 2014), biases to zero: gain sqrt(2) for the
+  torso's ReLU layers, 0.01 for the policy head (near-uniform first policy),
+  1 for the value head, as PPO's Atari setting does. Compressed layers
+  (circulant, pruned) keep their own initialisation. Returns how many
+  layers it set."""
+  gains = {id(network.policy): policy_gain, id(network.value): value_gain}
+  count = 0
+  for i, layer in enumerate(tl.layers_of(network)):
+    if type(layer).__name__ not in ("Dense", "Conv2D") or not hasattr(layer, "kernel"):
+      continue
+    gain = gains.get(id(layer), hidden_gain)
+    layer.kernel.assign(_orthogonal(layer.kernel.shape, gain, seed=[seed, i]))
+    if getattr(layer, "bias", None) is not None:
+      layer.bias.assign(tf.zeros_like(layer.bias))
+    count += 1
+  return count

@@ -66,7 +66,9 @@ def _batch(seed, segments=_SEGMENTS):
   return {"obs": rng.integers(0, 256, (segments, _T + 1) + _OBS).astype(np.uint8),
           "action": rng.integers(0, _ACTIONS, (segments, _T)).astype(np.int32),
           "reward": rng.choice([-1.0, 0.0, 0.0, 1.0], (segments, _T)).astype(np.float32),
-          "done": rng.uniform(size=(segments, _T)) < 0.1}
+          "done": rng.uniform(size=(segments, _T)) < 0.1,
+          "behaviour_log_prob": np.full((segments, _T), -np.log(_ACTIONS), np.float32),
+          "version": np.zeros((segments, _T), np.int64)}
 
 
 def _learner(net, jit_compile=False):
@@ -294,7 +296,8 @@ class XlaTest(tf.test.TestCase):
     net = _network(tf.bfloat16, seed=7)
     queues = _queues()
     counters = {k: tf.Variable(0, dtype=tf.int64) for k in ("predictions", "prediction_batches")}
-    predictor = Predictor(net, queues, batch_size=8, counters=counters, jit_compile=True)
+    predictor = Predictor(net, queues, batch_size=8, counters=counters,
+                          version=tf.Variable(0, dtype=tf.int64), jit_compile=True)
     obs = _batch(7)["obs"][:3, 0]
     queues.prediction.enqueue_many({"agent": [0, 1, 0], "slot": [0, 0, 1], "obs": obs})
     self.assertEqual(int(predictor.predict()), 3)

@@ -57,7 +57,8 @@ class QueuesTest(tf.test.TestCase):
     queues = self._queues()
     counters = {k: tf.Variable(0, dtype=tf.int64) for k in (
         "predictions", "prediction_batches", "train_steps", "train_samples")}
-    predictor = Predictor(_Net(), queues, batch_size=4, counters=counters)
+    predictor = Predictor(_Net(), queues, batch_size=4, counters=counters,
+                          version=tf.Variable(0, dtype=tf.int64))
     trainer = Trainer(learner=_CountingLearner(), queues=queues, min_segments=1,
                       max_segments=2, counters=counters)
     # Both block on empty queues.
@@ -76,7 +77,8 @@ class QueuesTest(tf.test.TestCase):
   def test_close_wakes_blocked_enqueue(self):
     queues = self._queues()
     segment = {"obs": tf.zeros([1, 4, 4]), "action": tf.zeros([1, 3], tf.int32),
-               "reward": tf.zeros([1, 3]), "done": tf.zeros([1, 3], tf.bool)}
+               "reward": tf.zeros([1, 3]), "done": tf.zeros([1, 3], tf.bool),
+               "behaviour_log_prob": tf.zeros([1, 3]), "version": tf.zeros([1, 3], tf.int64)}
 
     @tf.function
     def enqueue():

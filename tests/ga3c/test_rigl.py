@@ -47,7 +47,9 @@ def _batch(seed):
   return {"obs": rng.standard_normal((_SEGMENTS, _T + 1, _OBS)).astype(np.float32),
           "action": rng.integers(0, _ACTIONS, (_SEGMENTS, _T)).astype(np.int32),
           "reward": rng.uniform(-1, 1, (_SEGMENTS, _T)).astype(np.float32),
-          "done": rng.uniform(size=(_SEGMENTS, _T)) < 0.2}
+          "done": rng.uniform(size=(_SEGMENTS, _T)) < 0.2,
+          "behaviour_log_prob": np.full((_SEGMENTS, _T), -np.log(_ACTIONS), np.float32),
+          "version": np.zeros((_SEGMENTS, _T), np.int64)}
 
 
 class GA3CRigLTest(tf.test.TestCase):

@@ -6,10 +6,11 @@ steps on those slots:
 
   for t in range(t_max):
     prediction_queue.enqueue_many({agent: i, slot: 0..k-1, obs})
-    {slot, action} = response_queue[i].dequeue_many(k)   # from a predictor
+    {slot, action, behaviour_log_prob, version} = response_queue[i].dequeue_many(k)
     obs, reward, terminated, truncated = env.step(action, slots)
     finished episodes -> episode_queue
-  training_queue.enqueue_many(k segments {obs [T+1], action, reward, done})
+  training_queue.enqueue_many(k segments {obs [T+1], action, reward, done,
+                                          behaviour_log_prob, version})
 
 A Python thread per agent only calls `run_segment` until told to stop or
 until the queues are closed.
@@ -74,15 +75,19 @@ class AgentPool(tf.Module):
     act_ta = tf.TensorArray(tf.int32, size=t_max)
     rew_ta = tf.TensorArray(tf.float32, size=t_max)
     done_ta = tf.TensorArray(tf.bool, size=t_max)
+    logp_ta = tf.TensorArray(tf.float32, size=t_max)
+    version_ta = tf.TensorArray(tf.int64, size=t_max)
     finished = tf.constant(0, tf.int64)
     for t in tf.range(t_max):
       queues.prediction.enqueue_many(
           {"agent": tf.fill([k], agent), "slot": local, "obs": obs})
       response = self._dequeue_response(agent)
-      action = tf.scatter_nd(response["slot"][:, None], response["action"],
-                             [k])
+      by_slot = lambda x: tf.scatter_nd(response["slot"][:, None], x, [k])
+      action = by_slot(response["action"])
       obs_ta = obs_ta.write(t, obs)
       act_ta = act_ta.write(t, action)
+      logp_ta = logp_ta.write(t, by_slot(response["behaviour_log_prob"]))
+      version_ta = version_ta.write(t, by_slot(response["version"]))
       obs, reward, terminated, truncated = self._env.step(action, idx)
       obs = tf.ensure_shape(obs, obs_ta.element_shape)
       reward = tf.ensure_shape(tf.cast(reward, tf.float32), [k])
@@ -113,7 +118,9 @@ class AgentPool(tf.Module):
         "obs": batch_major(obs_ta),
         "action": batch_major(act_ta),
         "reward": batch_major(rew_ta),
-        "done": batch_major(done_ta)})
+        "done": batch_major(done_ta),
+        "behaviour_log_prob": batch_major(logp_ta),
+        "version": batch_major(version_ta)})
     self._counters["env_steps"].assign_add(k * t_max)
     self._counters["episodes"].assign_add(finished)
     return finished

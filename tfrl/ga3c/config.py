@@ -11,6 +11,11 @@ from typing import Any, Optional, Tuple
 from tfrl import flagconfig
 from tfrl.envs.protocol import EnvProtocol
 
+LOSSES = ("a3c", "vtrace", "appo")          # tfrl.ga3c.losses.LOSSES
+OPTIMIZERS = ("rmsprop", "adam")
+LR_SCHEDULES = ("constant", "linear")
+INITS = ("glorot", "orthogonal")
+
 # --precision's values (tfrl.precision.CHOICES; not imported here so that the
 # flags are defined without importing TensorFlow).
 PRECISIONS = ("auto", "float32", "bfloat16")
@@ -66,12 +71,24 @@ class GA3CConfig:
       64, "Capacity of the training queue (segments).")
 
   # Learner.
+  loss: str = flagconfig.field(
+      "a3c", "<a3c|vtrace|appo>: a3c: the paper's n-step A3C loss. vtrace: IMPALA's "
+      "V-trace targets, correcting the lag between the policy that acted and the learner's. "
+      "appo: PPO's clipped surrogate on V-trace targets, --epochs passes over each batch.",
+      choices=LOSSES)
   t_max: int = flagconfig.field(
-      5, "n of the n-step returns.")
+      5, "Segment length: n of the n-step returns (a3c), the V-trace horizon (vtrace, appo).")
   discount: float = flagconfig.field(
       0.99, "Discount gamma.")
+  optimizer: str = flagconfig.field(
+      "rmsprop", "<rmsprop|adam>: The optimizer (GA3C: RMSProp).", choices=OPTIMIZERS)
   learning_rate: float = flagconfig.field(
-      3e-4, "RMSProp step size.")
+      3e-4, "The optimizer's step size.")
+  lr_schedule: str = flagconfig.field(
+      "constant", "<constant|linear>: linear decays the step size to 0 at --max_frames.",
+      choices=LR_SCHEDULES)
+  adam_epsilon: float = flagconfig.field(
+      1e-5, "Adam's epsilon.")
   rmsprop_decay: float = flagconfig.field(
       0.99, "RMSProp decay.")
   rmsprop_epsilon: float = flagconfig.field(
@@ -90,6 +107,26 @@ class GA3CConfig:
       "batch.", choices=("sum", "mean"))
   grad_clip_norm: float = flagconfig.field(
       0.0, "Clip gradients to this global norm; 0 disables.")
+  vtrace_lambda: float = flagconfig.field(
+      1.0, "V-trace's lambda in [0, 1] (vtrace, appo): 1 is IMPALA's V-trace; below 1 the "
+      "traces are cut like GAE(lambda)'s.")
+  clip_rho: float = flagconfig.field(
+      1.0, "V-trace's truncation of the importance weights in the targets and the policy "
+      "gradient (IMPALA: 1).")
+  clip_c: float = flagconfig.field(
+      1.0, "V-trace's truncation of the trace coefficients c_t (IMPALA: 1).")
+  ppo_clip: float = flagconfig.field(
+      0.1, "appo: the clipped surrogate's epsilon.")
+  epochs: int = flagconfig.field(
+      1, "Passes over each training batch (appo, vtrace; a3c: 1).")
+  minibatches: int = flagconfig.field(
+      1, "Minibatches of whole segments per pass (appo, vtrace; a3c: 1).")
+  normalize_advantages: bool = flagconfig.field(
+      False, "Normalize the advantages of each minibatch to mean 0, std 1 (vtrace, appo).")
+  init: str = flagconfig.field(
+      "glorot", "<glorot|orthogonal>: The network's initial weights. orthogonal: gain "
+      "sqrt(2) for hidden layers, 0.01 for the policy head, 1 for the value head, zero "
+      "biases (PPO's Atari setting; compressed layers keep theirs).", choices=INITS)
   hidden_sizes: Tuple[int, ...] = flagconfig.field(
       (64, 64), "MLP torso sizes for non-image envs.")
   precision: str = flagconfig.field(
@@ -137,7 +174,7 @@ class GA3CConfig:
     for name in ("agents", "predictors", "trainers", "envs_per_agent", "t_max",
                  "prediction_batch_size", "prediction_queue_size",
                  "training_queue_size", "max_agents", "max_predictors",
-                 "max_trainers"):
+                 "max_trainers", "epochs", "minibatches"):
       if getattr(self, name) < 1:
         raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
     self.max_agents = max(self.max_agents, self.agents)
@@ -149,6 +186,20 @@ class GA3CConfig:
     if self.loss_reduction not in ("sum", "mean"):
       raise ValueError(
           f"loss_reduction must be 'sum' or 'mean', got {self.loss_reduction!r}.")
+    for name, allowed in (("loss", LOSSES), ("optimizer", OPTIMIZERS),
+                          ("lr_schedule", LR_SCHEDULES), ("init", INITS)):
+      if getattr(self, name) not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(allowed)}, got "
+                         f"{getattr(self, name)!r}.")
+    if self.loss == "a3c" and (self.epochs, self.minibatches) != (1, 1):
+      raise ValueError("--loss=a3c takes one pass over each batch: --epochs and "
+                       "--minibatches must be 1 (--loss=appo or vtrace take more).")
+    if self.lr_schedule == "linear" and not self.max_frames:
+      raise ValueError("lr_schedule linear decays to 0 at max_frames: set --max_frames.")
+    if self.minibatches > self.segments_per_min_batch:
+      raise ValueError(
+          f"minibatches ({self.minibatches}) must be at most the segments of the smallest "
+          f"batch ({self.segments_per_min_batch} = training_min_batch_size / t_max).")
     if not 0.0 <= self.discount <= 1.0:
       raise ValueError(f"discount must be in [0, 1], got {self.discount}.")
     if self.profile_steps is not None:

@@ -1,32 +1,39 @@
-"""The A3C learner: n-step returns, the A3C loss and one training step.
+"""GA3C's learner: one training step on a batch of segments from the training queue.
 
-Loss (Mnih et al. 2016, as in GA3C's reference code), per sample t:
+    batch = training_queue.dequeue_many(n)   # obs [n, T+1, ...], action/reward/done,
+                                             # behaviour_log_prob, version [n, T]
+    metrics = learner.train(batch)
 
-  policy  = -log(max(pi(a_t|s_t), log_epsilon)) * stop_gradient(R_t - V(s_t))
-  entropy = -sum_a pi(a|s_t) * log(max(pi(a|s_t), log_epsilon))
-  value   = (R_t - V(s_t))^2
-  loss    = policy - entropy_beta * entropy + value_coef * value
+The loss is one of `tfrl.ga3c.losses.LOSSES`:
 
-summed (GA3C) or averaged over the batch. The log-epsilon guard keeps the log
-finite when policy lag has driven a sampled action's probability to ~0.
-R_t is the n-step return bootstrapped from V(s_T); transitions that end an
-episode are kept and cut the bootstrap (GA3C's reference code drops them).
-The batched envs reset finished slots at once, so the observation after a
-truncation (frame cap) is already the next episode's: truncation is treated
-like termination (no bootstrap), which only matters for the rare capped
-episode.
+  a3c     GA3C's (the paper's): n-step returns, one gradient step per batch.
+  vtrace  IMPALA's: V-trace targets correct the lag between the predictor's
+          policy that acted (its log-probabilities travel with every segment)
+          and the learner's.
+  appo    PPO's clipped surrogate on V-trace targets and advantages (RLlib's
+          APPO), `epochs` passes over the batch in `minibatches` of whole
+          segments each.
+
+Every segment carries the policy version that acted (the optimizer's step
+count when the predictor read the weights), so each step measures the policy
+lag, the optimizer steps between acting and learning (`lag_mean`, `lag_max`).
+
+Rewards are clipped to [-reward_clip, reward_clip]. The batched envs reset
+finished slots at once, so the observation after a truncation (frame cap) is
+already the next episode's: truncation is treated like termination (no
+bootstrap), which only matters for the rare capped episode.
 
 RigL regrowth (pruned layers with `needs_gradient`, i.e. `dst` with regrowth
 by gradient magnitude) gets the dense gradients of those layers' kernels
-from the training step (already computed for RMSProp, unclipped: clipping
-scales all gradients alike and so keeps their ranking). Networks without such
-layers get no gradients: their training step is the same graph as without RigL.
+from the training step (already computed for the optimizer, unclipped:
+clipping scales all gradients alike and so keeps their ranking). Networks
+without such layers get no gradients: their training step is the same graph
+as without RigL.
 
 XLA: with `jit_compile=True` the loss, the gradients, their clipping and the
 optimizer step are one XLA-compiled function (pure compute on the batch and
 the variables); the pruning hook stays outside it. XLA compiles that function
-once per batch shape it meets (a trainer takes between its minimum and
-maximum number of segments).
+once per batch shape it meets.
 """
 
 import dataclasses
@@ -35,80 +42,18 @@ from typing import Callable, Dict, Optional
 import tensorflow as tf
 
 from tfrl import layers as tl
+from tfrl.ga3c import losses
+from tfrl.ga3c import vtrace as vtrace_lib
 
-
-def n_step_returns(rewards, dones, bootstrap_value, discount):
-  """Discounted n-step returns of fixed-length segments.
-
-  Args:
-    rewards: float32 [B, T].
-    dones: bool or float [B, T]; True where the transition ended an episode
-      (the next observation then belongs to a new episode).
-    bootstrap_value: float32 [B], V(s_T) of the observation after the segment.
-    discount: gamma.
-
-  Returns:
-    float32 [B, T] with R_t = r_t + gamma * (1 - done_t) * R_{t+1},
-    R_T = bootstrap_value.
-  """
-  rewards = tf.convert_to_tensor(rewards, tf.float32)
-  not_done = 1.0 - tf.cast(dones, tf.float32)
-  bootstrap_value = tf.convert_to_tensor(bootstrap_value, tf.float32)
-
-  def step(next_return, elems):
-    r, nd = elems
-    return r + discount * nd * next_return
-
-  returns = tf.scan(step, (tf.transpose(rewards), tf.transpose(not_done)),
-                    initializer=bootstrap_value, reverse=True)
-  return tf.transpose(returns)
-
-
-def a3c_loss(logits, values, actions, returns, *, entropy_beta, log_epsilon,
-             value_coef=0.5, reduction="sum"):
-  """The A3C loss of a flat batch of samples.
-
-  Args:
-    logits: float32 [N, A].
-    values: float32 [N].
-    actions: int32 [N].
-    returns: float32 [N] (targets; no gradient flows into them).
-    entropy_beta: weight of the entropy bonus.
-    log_epsilon: lower bound of probabilities inside logs.
-    value_coef: weight of the squared value error (0.5 as in GA3C).
-    reduction: "sum" (GA3C) or "mean" over the N samples.
-
-  Returns:
-    (loss scalar, dict of scalar metrics: policy_loss, value_loss, entropy,
-    advantage).
-  """
-  returns = tf.stop_gradient(returns)
-  probs = tf.nn.softmax(logits, axis=-1)
-  log_probs = tf.math.log(tf.maximum(probs, log_epsilon))
-  num_actions = tf.shape(logits)[-1]
-  selected = tf.reduce_sum(
-      probs * tf.one_hot(actions, num_actions, dtype=probs.dtype), axis=-1)
-  log_selected = tf.math.log(tf.maximum(selected, log_epsilon))
-  advantage = returns - values
-  policy = -log_selected * tf.stop_gradient(advantage)
-  entropy = -tf.reduce_sum(probs * log_probs, axis=-1)
-  value = tf.square(advantage)
-  reduce = tf.reduce_sum if reduction == "sum" else tf.reduce_mean
-  policy_loss = reduce(policy)
-  entropy_total = reduce(entropy)
-  value_loss = reduce(value)
-  loss = policy_loss - entropy_beta * entropy_total + value_coef * value_loss
-  metrics = {
-      "policy_loss": policy_loss,
-      "value_loss": value_loss,
-      "entropy": tf.reduce_mean(entropy),
-      "advantage": tf.reduce_mean(advantage),
-  }
-  return loss, metrics
+# The names older code and tests import from here.
+n_step_returns = losses.n_step_returns
+a3c_loss = losses.a3c_loss
 
 
 @dataclasses.dataclass
 class LearnerConfig:
+  """The loss and its settings (GA3CConfig's learner fields; see there for help)."""
+  loss: str = "a3c"
   discount: float = 0.99
   entropy_beta: float = 0.01
   log_epsilon: float = 1e-6
@@ -116,28 +61,48 @@ class LearnerConfig:
   reward_clip: float = 1.0
   loss_reduction: str = "sum"
   grad_clip_norm: float = 0.0
+  vtrace_lambda: float = 1.0
+  clip_rho: float = 1.0
+  clip_c: float = 1.0
+  ppo_clip: float = 0.1
+  epochs: int = 1
+  minibatches: int = 1
+  normalize_advantages: bool = False
+
+  def __post_init__(self):
+    if self.loss not in losses.LOSSES:
+      raise ValueError(f"loss must be one of {', '.join(losses.LOSSES)}, got {self.loss!r}.")
+    if self.epochs < 1 or self.minibatches < 1:
+      raise ValueError(f"epochs and minibatches must be >= 1, got {self.epochs}, "
+                       f"{self.minibatches}.")
+    if self.loss == "a3c" and (self.epochs, self.minibatches) != (1, 1):
+      raise ValueError("loss a3c takes one pass over each batch: epochs and minibatches "
+                       "must be 1 (use --loss=appo or vtrace for more).")
+    if not 0.0 <= self.vtrace_lambda <= 1.0:
+      raise ValueError(f"vtrace_lambda must be in [0, 1], got {self.vtrace_lambda}.")
+    if not self.ppo_clip > 0.0:
+      raise ValueError(f"ppo_clip must be > 0, got {self.ppo_clip}.")
+
+
+def _flat(x, b, t):
+  return tf.reshape(x[:, :t], tf.concat([[b * t], tf.shape(x)[2:]], axis=0))
 
 
 class Learner(tf.Module):
-  """Applies A3C updates from batches of segments to one shared network.
-
-  `train(batch)` is meant to run inside a trainer's `tf.function`:
-
-    batch = training_queue.dequeue_many(n)     # obs [n, T+1, ...], ...
-    metrics = learner.train(batch)
+  """Applies updates from batches of segments to one shared network.
 
   Args:
     network: `net(obs) -> (logits [N, A], value [N] or [N, 1])`, float32
       outputs (a bfloat16 network casts them, see `tfrl.precision`).
-    optimizer: has `apply(grads, variables)` (tfrl.optimizers.RMSProp).
+    optimizer: has `apply(grads, variables)` and a `step` counter
+      (tfrl.optimizers.RMSProp or Adam); its step is the policy version.
     config: LearnerConfig.
     after_update: called after every optimizer step as
       `after_update(network)`, or as `after_update(network, grads_and_vars)`
       with the (gradient, kernel) pairs of the network's RigL layers when it
       has any (`tfrl.layers.after_update` re-applies pruning masks and
       regrows RigL layers by gradient magnitude); or None.
-    jit_compile: XLA-compile the loss, gradient and optimizer step (see the
-      module docstring).
+    jit_compile: XLA-compile the loss, gradient and optimizer step.
   """
 
   def __init__(self, network, optimizer, config: LearnerConfig,
@@ -153,31 +118,58 @@ class Learner(tf.Module):
                     if self.jit_compile else self._compute_update)
 
   def loss(self, batch) -> (tf.Tensor, Dict[str, tf.Tensor]):
-    """Loss of a batch: obs [B, T+1, ...], action/reward/done [B, T]."""
+    """Loss of a batch: obs [B, T+1, ...], action/reward/done [B, T] (and, for
+    vtrace / appo, behaviour_log_prob [B, T])."""
     cfg = self.config
     obs = batch["obs"]
     shape = tf.shape(obs)
     b, t1 = shape[0], shape[1]
     t = t1 - 1
-    flat_obs = tf.reshape(obs, tf.concat([[b * t1], shape[2:]], axis=0))
-    logits, values = self.network(flat_obs)
+    logits, values = self.network(tf.reshape(obs, tf.concat([[b * t1], shape[2:]], axis=0)))
     values = tf.reshape(values, [b, t1])
     logits = tf.reshape(logits, [b, t1, -1])
     rewards = tf.cast(batch["reward"], tf.float32)
     if cfg.reward_clip > 0:
       rewards = tf.clip_by_value(rewards, -cfg.reward_clip, cfg.reward_clip)
-    returns = n_step_returns(rewards, batch["done"],
-                             tf.stop_gradient(values[:, -1]), cfg.discount)
-    num_actions = tf.shape(logits)[-1]
-    loss, metrics = a3c_loss(
-        tf.reshape(logits[:, :-1], [b * t, num_actions]),
-        tf.reshape(values[:, :-1], [-1]),
-        tf.reshape(tf.cast(batch["action"], tf.int32), [-1]),
-        tf.reshape(returns, [-1]),
-        entropy_beta=cfg.entropy_beta, log_epsilon=cfg.log_epsilon,
-        value_coef=cfg.value_coef, reduction=cfg.loss_reduction)
+    bootstrap = tf.stop_gradient(values[:, -1])
+    flat_logits, flat_values = _flat(logits, b, t), _flat(values, b, t)
+    actions = tf.reshape(tf.cast(batch["action"], tf.int32), [-1])
+    if cfg.loss == "a3c":
+      returns = n_step_returns(rewards, batch["done"], bootstrap, cfg.discount)
+      loss, metrics = losses.a3c_loss(
+          flat_logits, flat_values, actions, tf.reshape(returns, [-1]),
+          entropy_beta=cfg.entropy_beta, log_epsilon=cfg.log_epsilon,
+          value_coef=cfg.value_coef, reduction=cfg.loss_reduction)
+    else:
+      loss, metrics = self._corrected_loss(batch, flat_logits, flat_values, actions,
+                                           rewards, bootstrap, b, t)
     metrics["loss"] = loss
     metrics["batch_samples"] = b * t
+    return loss, metrics
+
+  def _corrected_loss(self, batch, logits, values, actions, rewards, bootstrap, b, t):
+    """vtrace's or appo's loss, from V-trace targets under the current network."""
+    cfg = self.config
+    behaviour = tf.reshape(tf.cast(batch["behaviour_log_prob"], tf.float32), [-1])
+    target, _ = losses.log_prob_and_entropy(logits, actions)
+    discounts = cfg.discount * (1.0 - tf.cast(batch["done"], tf.float32))
+    trace = vtrace_lib.vtrace(
+        tf.reshape(behaviour, [b, t]), tf.reshape(target, [b, t]), rewards, discounts,
+        tf.reshape(values, [b, t]), bootstrap, clip_rho=cfg.clip_rho,
+        clip_pg_rho=cfg.clip_rho, clip_c=cfg.clip_c, lambda_=cfg.vtrace_lambda)
+    vs = tf.reshape(trace.vs, [-1])
+    advantages = tf.reshape(trace.pg_advantages, [-1])
+    if cfg.normalize_advantages:
+      mean, variance = tf.nn.moments(advantages, axes=[0])
+      advantages = (advantages - mean) / (tf.sqrt(variance) + 1e-8)
+    common = dict(entropy_beta=cfg.entropy_beta, value_coef=cfg.value_coef,
+                  reduction=cfg.loss_reduction)
+    if cfg.loss == "vtrace":
+      loss, metrics = losses.vtrace_loss(logits, values, actions, vs, advantages, **common)
+    else:
+      loss, metrics = losses.appo_loss(logits, values, actions, behaviour, vs, advantages,
+                                       clip=cfg.ppo_clip, **common)
+    metrics["rho_mean"] = tf.reduce_mean(trace.rhos)
     return loss, metrics
 
   def _rigl_kernels(self):
@@ -204,8 +196,8 @@ class Learner(tf.Module):
     rigl = {v.ref() for v in self._rigl_kernels()}
     return metrics, [g for g, v in zip(raw_grads, variables) if v.ref() in rigl]
 
-  def train(self, batch) -> Dict[str, tf.Tensor]:
-    """One gradient step on `batch`, then the pruning hook; returns scalar metrics."""
+  def _step(self, batch) -> Dict[str, tf.Tensor]:
+    """One gradient step on `batch`, then the pruning hook."""
     metrics, rigl_grads = self._update(batch)
     if self._after_update is not None:
       # Checked at trace time, after the forward pass has built the layers.
@@ -214,4 +206,33 @@ class Learner(tf.Module):
         self._after_update(self.network, list(zip(rigl_grads, rigl_kernels)))
       else:
         self._after_update(self.network)
+    return metrics
+
+  def _lag(self, batch) -> Dict[str, tf.Tensor]:
+    """Optimizer steps between the policy that acted and this update."""
+    if "version" not in batch:
+      return {}
+    # Read after the batch has arrived (the dequeue blocks; nothing else orders the read).
+    with tf.control_dependencies([batch["version"]]):
+      step = tf.identity(self.optimizer.step.read_value())
+    lag = tf.cast(step, tf.float32) - tf.cast(batch["version"], tf.float32)
+    return {"lag_mean": tf.reduce_mean(lag), "lag_max": tf.reduce_max(lag)}
+
+  def train(self, batch) -> Dict[str, tf.Tensor]:
+    """`epochs` passes over `batch` in `minibatches` of whole segments, one
+    gradient step each; returns the last step's metrics, the lag and the
+    batch's sample count."""
+    cfg = self.config
+    lag = self._lag(batch)
+    if (cfg.epochs, cfg.minibatches) == (1, 1):
+      metrics = self._step(batch)
+    else:
+      segments = tf.shape(batch["action"])[0]
+      for _ in range(cfg.epochs):  # unrolled: a few passes, traced once
+        order = tf.random.shuffle(tf.range(segments))
+        for m in range(cfg.minibatches):
+          part = order[m * segments // cfg.minibatches:(m + 1) * segments // cfg.minibatches]
+          metrics = self._step({k: tf.gather(v, part) for k, v in batch.items()})
+      metrics["batch_samples"] = segments * tf.shape(batch["action"])[1]
+    metrics.update(lag)
     return metrics

@@ -2,9 +2,13 @@
 
   prediction: agents -> predictors, one row per env slot waiting for an action:
               {agent int32, slot int32, obs}.
-  responses:  predictors -> agent i (one queue per agent): {slot, action}.
+  responses:  predictors -> agent i (one queue per agent): {slot, action,
+              behaviour_log_prob, version}: the log-probability of the action
+              under the policy that chose it, and that policy's version (the
+              optimizer's step count when the predictor read the weights).
   training:   agents -> trainers, one n-step segment per env slot:
-              {obs [T+1, ...], action [T], reward [T], done [T]}.
+              {obs [T+1, ...], action [T], reward [T], done [T],
+               behaviour_log_prob [T], version [T]}.
   episodes:   agents -> stats, one row per finished episode: {score, length}.
 
 Closing them (`close()`) stops every loop: a blocked dequeue raises
@@ -52,14 +56,18 @@ class Queues:
         max(prediction_capacity, envs_per_agent), "prediction_queue")
     self.responses: List[tf.queue.FIFOQueue] = [
         make_queue({"slot": tf.TensorSpec([], tf.int32),
-                    "action": tf.TensorSpec([], tf.int32)},
+                    "action": tf.TensorSpec([], tf.int32),
+                    "behaviour_log_prob": tf.TensorSpec([], tf.float32),
+                    "version": tf.TensorSpec([], tf.int64)},
                    envs_per_agent, f"response_queue_{i}")
         for i in range(num_agents)]
     self.training = make_queue(
         {"obs": tf.TensorSpec([t_max + 1] + obs_shape.as_list(), obs_dtype),
          "action": tf.TensorSpec([t_max], tf.int32),
          "reward": tf.TensorSpec([t_max], tf.float32),
-         "done": tf.TensorSpec([t_max], tf.bool)},
+         "done": tf.TensorSpec([t_max], tf.bool),
+         "behaviour_log_prob": tf.TensorSpec([t_max], tf.float32),
+         "version": tf.TensorSpec([t_max], tf.int64)},
         max(training_capacity, envs_per_agent), "training_queue")
     self.episodes = make_queue(
         {"score": tf.TensorSpec([], tf.float32),

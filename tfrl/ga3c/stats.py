@@ -83,6 +83,8 @@ class Stats:
     if metrics:
       text += (f" | loss {metrics.get('loss', float('nan')):.3f} entropy "
                f"{metrics.get('entropy', float('nan')):.3f}")
+      if "lag_mean" in metrics:
+        text += f" | lag {metrics['lag_mean']:.1f} (max {metrics['lag_max']:.0f})"
     return text
 
   def scalar(self, name: str, value: float, frames: int) -> None:
