@@ -140,6 +140,81 @@ class MujocoEnvTest(tf.test.TestCase):
     self.assertTrue(mujoco_env.ops_available())
 
 
+class EpisodeLimitAndNonFiniteActionsTest(tf.test.TestCase):
+
+  def test_episode_is_truncated_exactly_at_the_ids_1000_steps(self):
+    # No max_episode_steps: the id's own limit (HalfCheetah never terminates).
+    ours = MujocoEnv("HalfCheetah-v5", 2, seed=4, auto_reset=False)
+    theirs = GymEnv("HalfCheetah-v5", 2, seed=4, auto_reset=False)
+    self.assertAllEqual(ours.reset(), theirs.reset())
+    rng = np.random.default_rng(2)
+    truncated_at = []
+    for t in range(1, 1001):
+      actions = random_actions(rng, ours, 2)
+      a, b = ours.step(actions), theirs.step(actions)
+      for x, y in zip(a, b):
+        self.assertAllEqual(x, y)
+      self.assertFalse(np.any(a[2].numpy()))
+      if np.any(a[3].numpy()):
+        truncated_at.append((t, a[3].numpy().tolist()))
+    self.assertEqual(truncated_at, [(1000, [True, True])])
+    # Step 1,001 of the episode is refused; a reset starts the next one.
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "needs a reset"):
+      ours.step(np.zeros((2, 6), np.float32))
+    self.assertAllEqual(ours.reset(seeds=[7, 8]), theirs.reset(seeds=[7, 8]))
+    a, b = ours.step(np.zeros((2, 6), np.float32)), theirs.step(np.zeros((2, 6), np.float32))
+    for x, y in zip(a, b):
+      self.assertAllEqual(x, y)
+    self.assertAllEqual(a[3], [False, False])
+
+  def test_auto_reset_plays_on_past_the_limit(self):
+    env = MujocoEnv("HalfCheetah-v5", 1, seed=4)
+    env.reset()
+    actions = np.full((1, 6), 0.5, np.float32)
+
+    @tf.function
+    def play(n):
+      ends = tf.TensorArray(tf.bool, size=n)
+      for t in tf.range(n):
+        ends = ends.write(t, env.step(actions)[3][0])
+      return ends.stack()
+    ends = play(tf.constant(2001)).numpy()
+    self.assertEqual(np.flatnonzero(ends).tolist(), [999, 1999])
+
+  def test_non_finite_actions_play_as_gymnasium_and_zero_the_controls(self):
+    # As on gymnasium's envs: MuJoCo clamps the controls to their range (+-inf
+    # and huge values to its ends) and, with a warning, zeroes a simulation's
+    # controls that hold a NaN; the action's cost makes the reward NaN or -inf.
+    for env_id in ("HalfCheetah-v5", "Humanoid-v5"):
+      ours = MujocoEnv(env_id, 4, seed=6, auto_reset=False)
+      theirs = GymEnv(env_id, 4, seed=6, auto_reset=False)
+      self.assertAllEqual(ours.reset(), theirs.reset())
+      clamped = MujocoEnv(env_id, 4, seed=6, auto_reset=False)
+      clamped.reset()
+      actions = np.zeros((4,) + ours.action_shape, np.float32)
+      actions[0, 0] = np.nan
+      actions[1, :] = np.inf
+      actions[2, 1] = -np.inf
+      actions[3, 0] = 3e38
+      a, b = ours.step(actions), theirs.step(actions)
+      for x, y in zip(a, b):
+        self.assertAllEqual(x, y)  # NaN where gymnasium has NaN
+      obs, reward = a[0].numpy(), a[1].numpy()
+      self.assertTrue(np.all(np.isfinite(obs)), env_id)
+      self.assertTrue(np.isnan(reward[0]), reward)
+      self.assertEqual(reward[1], -np.inf)
+      low, high = ours.action_space.low, ours.action_space.high
+      controls = np.where(np.isnan(actions).any(axis=1, keepdims=True), 0.0,
+                          np.clip(actions, low, high)).astype(np.float32)
+      self.assertAllEqual(obs, clamped.step(controls)[0])
+      # The episodes go on, as gymnasium's.
+      rng = np.random.default_rng(3)
+      for _ in range(5):
+        actions = random_actions(rng, ours, 4)
+        for x, y in zip(ours.step(actions), theirs.step(actions)):
+          self.assertAllEqual(x, y)
+
+
 class SameRunOnEitherEnvTest(tf.test.TestCase):
 
   def run_preset(self, ops: str, env_class: str):
