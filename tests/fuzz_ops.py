@@ -6,15 +6,16 @@
 
 The ops: PopulationMatmul, PopulationConv2D, PopulationDeltaNet,
 PopulationKernelInfo (library `population`; PopulationDeltaConv2D too in a
-library built with TFRL_BUILD_DELTA_CONV2D=1) and AleEnvCreate, AleReset,
-AleStep, AleObserve, AleActionSet, AleKernelInfo (library `ale`). About half
+library built with TFRL_BUILD_DELTA_CONV2D=1), AleEnvCreate, AleReset,
+AleStep, AleObserve, AleActionSet, AleKernelInfo (library `ale`) and
+MujocoEnvCreate, MujocoReset, MujocoStep, MujocoObserve (library `mujoco`). About half
 the calls get valid input - shapes from empty to a few hundred elements, both
 weight dtypes, uint8 and float inputs, float values with NaN, +-inf, huge
 (1e30, 3e38), subnormal, zero and negative ones mixed in, empty tensors with
 huge dimensions - and the other half input made bad in one named way (a wrong
 rank, shape, length, dtype or attr, an index out of range, an output whose
 size overflows int64, a destroyed resource...). The calls of each op are in
-tests/fuzz/ (population.py, population_delta.py, ale.py).
+tests/fuzz/ (population.py, population_delta.py, ale.py, mujoco.py).
 
 Outcomes of a call:
   ok              valid input, result checked (see below)
@@ -29,7 +30,9 @@ Outcomes of a call:
   wrong_result    valid input, a wrong result
 The last five, and crashes, are bugs (goal: 0).
 
-Results are checked against the ops' one reference, `tfrl.ops.reference`,
+The MuJoCo ops' results are checked against gymnasium's own envs, played
+alongside with the same states and actions (tests/fuzz/mujoco.py). The
+population ops' are checked against their one reference, `tfrl.ops.reference`,
 summed in float64, within a tolerance worked out per element
 (tests/fuzz/checks.py): NaN in, NaN out; inf where the reference has it;
 finite values within (K + 2) * 2^-23 * the sum of the magnitudes of the
@@ -41,8 +44,9 @@ limited to --memory_gb): a signal kills only that batch; its log says which
 call was running, and the fuzzer resumes with the next call. Every call's
 input depends only on (seed, op, call number) - and for the ALE ops on the
 calls of its batch before it, which --repro replays - so a finding is
-reproduced with --repro=OP:N (an ALE call with --replay=its worker's jobs:
-the JSON's bugs carry the command).
+reproduced with --repro=OP:N (an ALE or MuJoCo call, which also depends on
+its worker's simulations, with --replay=its worker's jobs: the JSON's bugs
+carry the command).
 The JSON (--out) holds the figures, the provenance (commit, command, CPU,
 date), each mutation's first error message, and every bug found.
 """
@@ -70,8 +74,12 @@ POPULATION_OPS = ("population_matmul", "population_conv2d", "population_delta_co
                   "population_delta_net", "population_kernel_info")
 ALE_OPS = ("ale_env_create", "ale_reset", "ale_step", "ale_observe", "ale_action_set",
            "ale_kernel_info")
+MUJOCO_OPS = ("mujoco_env_create", "mujoco_reset", "mujoco_step", "mujoco_observe")
 # The ops a library built with its options has; `available_ops()` those of this one.
-OPS = POPULATION_OPS + ALE_OPS
+OPS = POPULATION_OPS + ALE_OPS + MUJOCO_OPS
+# Ops whose calls depend on the calls of their worker before them (on the
+# emulators or simulations the worker keeps, made with its `state_rng`).
+STATEFUL = ("ale_", "mujoco_")
 # Targets that test the fuzzer itself (a crash and a hang on purpose).
 SELFTEST_OPS = ("selftest_crash", "selftest_hang")
 OP_IDS = {op: i for i, op in enumerate(OPS + SELFTEST_OPS)}
@@ -107,6 +115,8 @@ def generator(op):
   # pylint: disable=import-outside-toplevel
   if op.startswith("ale_"):
     from tests.fuzz import ale as module
+  elif op.startswith("mujoco_"):
+    from tests.fuzz import mujoco as module
   elif op in ("population_delta_conv2d", "population_delta_net", "population_kernel_info"):
     from tests.fuzz import population_delta as module
   else:
@@ -122,14 +132,17 @@ def call_rng(seed, op, i):
   return np.random.default_rng([seed, OP_IDS[op], i])
 
 
-def run_one(seed, op, i, ale_rng, log=None):
+def run_one(seed, op, i, state_rng, log=None):
   """Generates and runs call i of op; returns its result record. The case
   (its mutation and shapes) goes to `log` before it runs, so that a crash is
   attributed."""
   rng = call_rng(seed, op, i)
   if op.startswith("ale_"):
     from tests.fuzz import ale  # pylint: disable=import-outside-toplevel
-    ale.emulators(ale_rng)
+    ale.emulators(state_rng)
+  elif op.startswith("mujoco_"):
+    from tests.fuzz import mujoco  # pylint: disable=import-outside-toplevel
+    mujoco.simulations(state_rng)
   record = dict(op=op, i=i)
   try:
     case = generator(op)(rng)
@@ -167,13 +180,13 @@ def run_one(seed, op, i, ale_rng, log=None):
 
 def worker(args):
   jobs = [j.split(":") for j in args.jobs.split(",")]
-  ale_rng = np.random.default_rng([args.seed, 999, int(jobs[0][1])])
+  state_rng = np.random.default_rng([args.seed, 999, int(jobs[0][1])])
   with open(args.log, "a") as log:
     for op, first, count in jobs:
       for i in range(int(first), int(first) + int(count)):
         log.write(json.dumps(dict(op=op, i=i, start=True)) + "\n")
         log.flush()
-        record = run_one(args.seed, op, i, ale_rng, log)
+        record = run_one(args.seed, op, i, state_rng, log)
         log.write(json.dumps(record) + "\n")
         log.flush()
 
@@ -245,7 +258,7 @@ def _repro(seed, op, i, jobs):
   """The command line that reruns call i of op (an ALE call after the calls
   of its worker before it, which made the emulators' state)."""
   command = f"python tests/fuzz_ops.py --seed={seed} --repro={op}:{i}"
-  if op.startswith("ale_"):
+  if op.startswith(STATEFUL):
     command += " --replay=" + ",".join(f"{o}:{f}:{c}" for o, f, c in jobs)
   return command
 
@@ -350,8 +363,8 @@ def main(argv=None):
                       help="JSON path (benchmarks/results/fuzz_ops_<machine>.json to keep it)")
   parser.add_argument("--repro", help="OP:N runs call N of OP here and prints it")
   parser.add_argument("--replay", default=None,
-                      help="with --repro of an ALE op: its worker's jobs (OP:FIRST:COUNT,...), "
-                      "run in order up to the call")
+                      help="with --repro of an ALE or MuJoCo op: its worker's jobs "
+                      "(OP:FIRST:COUNT,...), run in order up to the call")
   parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
   parser.add_argument("--jobs", help=argparse.SUPPRESS)
   parser.add_argument("--log", help=argparse.SUPPRESS)
@@ -363,10 +376,10 @@ def main(argv=None):
     i = int(i)
     jobs = [(o, int(f), int(c)) for o, f, c in (j.split(":") for j in args.replay.split(","))
            ] if args.replay else [(op, i, 1)]
-    ale_rng = np.random.default_rng([args.seed, 999, jobs[0][1]])
+    state_rng = np.random.default_rng([args.seed, 999, jobs[0][1]])
     for o, first, count in jobs:
       for j in range(first, first + count):
-        record = run_one(args.seed, o, j, ale_rng)
+        record = run_one(args.seed, o, j, state_rng)
         if (o, j) == (op, i):
           print(json.dumps(record, indent=1))
           return 0

@@ -1,6 +1,7 @@
-"""A fixed-seed sample of tests/fuzz_ops.py: every custom op gets random
-shapes, dtypes, sizes, indices and values; no call may crash, hang, accept bad
-input, reject valid input or return a wrong result."""
+"""A fixed-seed sample of tests/fuzz_ops.py: every custom op (population, ALE
+and MuJoCo, the last checked against gymnasium's envs) gets random shapes,
+dtypes, sizes, indices and values; no call may crash, hang, accept bad input,
+reject valid input or return a wrong result."""
 
 import os
 import sys
@@ -37,6 +38,7 @@ class FuzzSampleTest(tf.test.TestCase):
                             verbose=False)
     print("\n" + fuzz_ops.table(summary))
     self.assertEqual(summary["bugs"], [], _bug_report(summary))
+    self.assertContainsSubset(fuzz_ops.ALE_OPS + fuzz_ops.MUJOCO_OPS, summary["per_op"])
     for op, counts in summary["per_op"].items():
       self.assertEqual(counts["calls"], calls, op)
       self.assertGreater(counts["ok"], 0, f"{op}: no valid input in the sample")
