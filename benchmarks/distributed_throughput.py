@@ -37,10 +37,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks import provenance  # pylint: disable=g-import-not-at-top
 # The GA's flags.
 from tfrl import ga as ga_entry  # pylint: disable=g-import-not-at-top
-from tfrl.neuroevolution import cli as ne_cli  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import ga  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import noise as noise_lib  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import ray_evaluator  # pylint: disable=g-import-not-at-top
+from tfrl.neuroevolution import runner  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import worker  # pylint: disable=g-import-not-at-top
 
 FLAGS = flags.FLAGS
@@ -87,17 +87,8 @@ def make_evaluators(spec, table, cpus, noise="seed"):
   return made
 
 
-def main(argv):
-  del argv
-  fv = FLAGS
-  cpus = os.cpu_count()
-  record = provenance.provenance()
-  spec, _ = ne_cli.worker_spec(ga_entry.config_from_flags(), fv.population)
-  layout = spec.layout()
-  table = noise_lib.NoiseTable(fv.seed, fv.noise_table_size)
-  print(f"{layout.describe()} | population {fv.population} | {spec.num_envs} slots | "
-        f"cap {spec.episode_frame_cap} | {record['cpu_model']}, {cpus} cores", flush=True)
-
+def start_ray(cpus, table):
+  """Starts a local Ray; the seconds it took."""
   os.environ[ray_evaluator.LOOPBACK_ENV] = "0"
   import ray  # pylint: disable=import-outside-toplevel
   start = time.perf_counter()
@@ -105,8 +96,11 @@ def main(argv):
   # are kept alive side by side (one plays at a time), each sized to the machine.
   ray.init(address="local", num_cpus=2 * cpus, include_dashboard=False, log_to_driver=False,
            object_store_memory=max(512 << 20, 3 * table.noise.nbytes))
-  ray_init_seconds = time.perf_counter() - start
+  return time.perf_counter() - start
 
+
+def worker_startup(spec, table, cpus):
+  """{noise source: a worker's start, seconds in the worker and wall seconds}."""
   startup = {}
   for noise in ("seed", "object_store"):
     start = time.perf_counter()
@@ -117,7 +111,11 @@ def main(argv):
     startup[noise] = {"worker_seconds": probe.startup_seconds[0],
                       "wall_seconds": time.perf_counter() - start}
     probe.close()
+  return startup
 
+
+def measure_rounds(spec, table, layout, cpus):
+  """{evaluator name: [run_generations(...) per round]}, the rounds interleaved."""
   evaluators = make_evaluators(spec, table, cpus)
   runs = {name: [] for name in evaluators}
   for r in range(_ROUNDS.value):
@@ -127,21 +125,27 @@ def main(argv):
       print(f"round {r + 1} {name:<14} {frames / seconds:9.0f} frames/s", flush=True)
   for evaluator in evaluators.values():
     evaluator.close()
-  identical = all(run[4] == runs["local"][0][4] for name in runs for run in runs[name])
+  return runs
 
+
+def measure_overhead(spec, table, layout, cpus):
+  """({name: seconds per short-episode generation}, {name: of which outside the
+  workers' chunks})."""
   short = dataclasses.replace(
       spec, env=dataclasses.replace(spec.env, max_episode_frames=_OVERHEAD_CAP.value))
   overhead, dispatch = {}, {}
-  short_evaluators = make_evaluators(short, table, cpus)
-  for name, evaluator in short_evaluators.items():
+  for name, evaluator in make_evaluators(short, table, cpus).items():
     run_generations(evaluator, table, layout, 1)  # traced, weights cached
     seconds, _, _, _, _, busy = run_generations(
         evaluator, table, layout, _OVERHEAD_GENERATIONS.value)
     overhead[name] = seconds / _OVERHEAD_GENERATIONS.value
     dispatch[name] = (seconds - busy) / _OVERHEAD_GENERATIONS.value
     evaluator.close()
-  ray.shutdown()
+  return overhead, dispatch
 
+
+def result_rows(runs, overhead, dispatch):
+  """The table's rows (printed) and their JSON."""
   rows = []
   print(f"\n{'run':<16} | {'best frames/s':>13} | {'ratio to local (median)':>23} | "
         f"{'bytes sent/gen':>14} | {'bytes recv/gen':>14} | {'short-episode gen s':>19}")
@@ -162,6 +166,28 @@ def main(argv):
                      dispatch[name] if name != "local" else None})
     print(f"{name:<16} | {best:>13.0f} | {np.median(ratios):>23.2f} | {sent:>14.0f} | "
           f"{received:>14.0f} | {overhead[name]:>19.3f}")
+  return rows
+
+
+def main(argv):
+  del argv
+  fv = FLAGS
+  cpus = os.cpu_count()
+  record = provenance.provenance()
+  spec, _ = runner.worker_spec(ga_entry.config_from_flags(), fv.population)
+  layout = spec.layout()
+  table = noise_lib.NoiseTable(fv.seed, fv.noise_table_size)
+  print(f"{layout.describe()} | population {fv.population} | {spec.num_envs} slots | "
+        f"cap {spec.episode_frame_cap} | {record['cpu_model']}, {cpus} cores", flush=True)
+  ray_init_seconds = start_ray(cpus, table)
+  startup = worker_startup(spec, table, cpus)
+  runs = measure_rounds(spec, table, layout, cpus)
+  identical = all(run[4] == runs["local"][0][4] for name in runs for run in runs[name])
+  overhead, dispatch = measure_overhead(spec, table, layout, cpus)
+  import ray  # pylint: disable=import-outside-toplevel
+  ray.shutdown()
+
+  rows = result_rows(runs, overhead, dispatch)
   one = dispatch["ray 1 worker"]
   print(f"\nshort episodes, 1 worker: {one:.3f} s of each {overhead['ray 1 worker']:.3f} s "
         f"generation outside the worker's chunks (dispatch, pickling, waiting)")

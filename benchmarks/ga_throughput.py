@@ -173,7 +173,7 @@ def preset_cells(preset, extra):
                          "use benchmarks/mujoco_throughput.py.")
   if config.uses_ray:
     raise app.UsageError("--preset measures the local evaluator: drop --ray_address.")
-  setup, algorithm = preset_runs.build(kind, config)
+  setup, algorithm = preset_runs.build(config)
   spec = setup.spec
   env = protocol_lib.make_env(config.env, spec.num_envs, spec.env_seed)
   print(f"preset={preset} ({kind}) {setup.evaluator.describe()} | "
@@ -182,8 +182,7 @@ def preset_cells(preset, extra):
   return env, {f"{kind}, preset {preset}": algorithm}, setup
 
 
-def main(argv):
-  del argv
+def check_flags():
   unknown = sorted(set(_PRECISIONS.value) - set(PRECISIONS))
   if unknown:
     raise app.UsageError(f"--precisions: unknown {unknown}; allowed: {sorted(PRECISIONS)}")
@@ -193,19 +192,10 @@ def main(argv):
   if "incremental" in _INFERENCES.value and "bfloat16_conv_inputs" in _PRECISIONS.value:
     raise app.UsageError("--inference=incremental needs float32 convolution inputs: "
                          "drop bfloat16_conv_inputs from --precisions.")
-  record = provenance.provenance()
-  pop_ops.load_library()
-  preset_setup = None
-  if _PRESET.value:
-    env, cells, preset_setup = preset_cells(_PRESET.value, _PRESET_FLAGS.value)
-    groups = [str(preset_setup.spec.slot_groups)]
-  else:
-    from tfrl.envs import AtariEnv  # pylint: disable=import-outside-toplevel
-    env = AtariEnv(_GAME.value, _NUM_ENVS.value, seed=0)
-    groups = _GROUPS.value
-    print(f"game={_GAME.value} slots={_NUM_ENVS.value} population={_POPULATION.value} "
-          f"frame_skip={env.frame_skip} cap={_CAP.value} cpus={os.cpu_count()}", flush=True)
 
+
+def env_only_steps(env):
+  """(one step per call, a graph loop of --loop_steps steps per call) of random actions."""
   @tf.function(input_signature=[tf.TensorSpec([None], tf.int32)])
   def random_step(slots):
     actions = tf.random.uniform(tf.shape(slots), 0, env.num_actions, tf.int32)
@@ -221,19 +211,25 @@ def main(argv):
     return tf.while_loop(lambda i, obs: i < loop_steps, body,
                          (tf.constant(0), env.observe(slots)), parallel_iterations=1)[1:]
 
-  if not _PRESET.value:
-    # The GA's slots as the entry points make them: no auto-reset (each episode
-    # starts with its own seeded reset, the only reset it spends).
-    ga_env = AtariEnv(_GAME.value, _NUM_ENVS.value, seed=0, auto_reset=False)
-    cells = {(arch, int(g), dt, int(e), inf): make_ga(ga_env, arch, int(g), dt, int(e), inf)
-             for arch in _ARCHS.value for dt in _PRECISIONS.value for e in _EPISODES.value
-             for inf in _INFERENCES.value for g in _GROUPS.value}
-  env_cells = {f"env-only groups={g}{name}": (int(g), fn, n) for g in groups
-               for name, fn, n in (("", random_step, 1), (" loop", random_loop, loop_steps))}
+  return random_step, random_loop
+
+
+def ga_grid_cells():
+  """{(arch, groups, precision, episodes, inference): GA} on the GA's own slots."""
+  from tfrl.envs import AtariEnv  # pylint: disable=import-outside-toplevel
+  # The GA's slots as the entry points make them: no auto-reset (each episode
+  # starts with its own seeded reset, the only reset it spends).
+  ga_env = AtariEnv(_GAME.value, _NUM_ENVS.value, seed=0, auto_reset=False)
+  return {(arch, int(g), dt, int(e), inf): make_ga(ga_env, arch, int(g), dt, int(e), inf)
+          for arch in _ARCHS.value for dt in _PRECISIONS.value for e in _EPISODES.value
+          for inf in _INFERENCES.value for g in _GROUPS.value}
+
+
+def measure(env, env_cells, cells):
+  """{cell: [(wall frames/s, frames per CPU-second, eval-only frames/s) per round]};
+  interleaved rounds, so that load from other processes hits every run alike."""
   results = {key: [] for key in env_cells}
   results.update({key: [] for key in cells})
-  # Interleaved rounds, so that load from other processes hits every run alike;
-  # the best wall-clock round and the median CPU efficiency are reported.
   for rnd in range(_GENERATIONS.value):
     for key, (g, fn, n) in env_cells.items():
       results[key].append(env_only(env, fn, g, _ENV_SECONDS.value, n) + (None,))
@@ -243,7 +239,12 @@ def main(argv):
     print(f"round {rnd + 1}: " + ", ".join(
         f"{k if isinstance(k, str) else f'{k[0]}/{k[2]}/{k[4]}/g{k[1]}/e{k[3]}'} {v[-1][0]:.0f}"
         for k, v in results.items()), flush=True)
-  # The baseline is env-only's best configuration.
+  return results
+
+
+def report(results, env_cells):
+  """The table (printed) and its rows: the best wall-clock round and the median
+  CPU efficiency, against env-only's best configuration."""
   base_wall = max(r[0] for key in env_cells for r in results[key])
   base_cpu = max(float(np.median([r[1] for r in results[key]])) for key in env_cells)
   # Also each round against that round's best env-only run, whose median is
@@ -268,6 +269,31 @@ def main(argv):
                  "rounds": [list(r) for r in runs]})
     print(f"{name:<52} | {wall:>13.0f} | {per_cpu:>12.0f} | {wall / base_wall:>11.2f} | "
           f"{per_cpu / base_cpu:>15.2f} | {round_ratio:>18.2f}")
+  return rows
+
+
+def main(argv):
+  del argv
+  check_flags()
+  record = provenance.provenance()
+  pop_ops.load_library()
+  preset_setup = None
+  if _PRESET.value:
+    env, cells, preset_setup = preset_cells(_PRESET.value, _PRESET_FLAGS.value)
+    groups = [str(preset_setup.spec.slot_groups)]
+  else:
+    from tfrl.envs import AtariEnv  # pylint: disable=import-outside-toplevel
+    env = AtariEnv(_GAME.value, _NUM_ENVS.value, seed=0)
+    groups = _GROUPS.value
+    print(f"game={_GAME.value} slots={_NUM_ENVS.value} population={_POPULATION.value} "
+          f"frame_skip={env.frame_skip} cap={_CAP.value} cpus={os.cpu_count()}", flush=True)
+  random_step, random_loop = env_only_steps(env)
+  if not _PRESET.value:
+    cells = ga_grid_cells()
+  env_cells = {f"env-only groups={g}{name}": (int(g), fn, n) for g in groups
+               for name, fn, n in (("", random_step, 1),
+                                   (" loop", random_loop, _LOOP_STEPS.value))}
+  rows = report(measure(env, env_cells, cells), env_cells)
   shape = ({"preset": _PRESET.value, "preset_flags": _PRESET_FLAGS.value,
             "evaluator": preset_setup.evaluator.describe()} if preset_setup else
            {"game": _GAME.value, "num_envs": _NUM_ENVS.value, "population": _POPULATION.value,

@@ -196,7 +196,7 @@ def tfrl_rate(preset: str, extra, seconds: float, ray_workers: int = 0) -> dict:
                               worker_envs=max(1, config.evaluator.num_envs // ray_workers),
                               worker_slot_groups=1)
     config = dataclasses.replace(config, ray=ray)
-  setup, algorithm = preset_runs.build(kind, config)
+  setup, algorithm = preset_runs.build(config)
   describe = setup.evaluator.describe()  # while its workers are alive
   try:
     algorithm.step()  # warm up: tracing, the first population's weights

@@ -1,14 +1,15 @@
 """A neuroevolution preset's algorithm built as its entry point builds it, for benchmarks.
 
     kind, config = preset_runs.config("ga_frostbite_small", ["population=64"])
-    setup, algorithm = preset_runs.build(kind, config)   # local, or Ray per config.ray
+    setup, algorithm = preset_runs.build(config)         # local, or Ray per config.ray
     metrics = algorithm.step()                           # one whole generation
     setup.evaluator.close()
 
 `config` parses the preset's flags (and `extra`, written without the leading
 `--`) into the run's typed `NeuroevolutionConfig`, exactly as `python -m
 tfrl.ga --preset=...` would; `build` makes its layout, noise table, evaluator
-and GA / ES / random search from the run's seed.
+and GA / ES / random search from the run's seed, as the entry point's
+`runner.build` does.
 """
 
 from absl import app
@@ -19,6 +20,7 @@ from tfrl import presets
 from tfrl.neuroevolution import cli as ne_cli
 from tfrl.neuroevolution import es
 from tfrl.neuroevolution import ga
+from tfrl.neuroevolution import runner
 
 KINDS = {"tfrl.es": "es", "tfrl.ga": "ga", "tfrl.random_search": "random_search"}
 
@@ -39,12 +41,6 @@ def config(preset: str, extra=()):
   return kind, ne_cli.config_from_flags(algorithm, fv)
 
 
-def build(kind: str, run_config):
+def build(run_config):
   """(setup, algorithm): the run's evaluator and its GA / ES / random search."""
-  setup = ne_cli.build(run_config, log=lambda line: None)
-  cls = es.EvolutionStrategy if kind == "es" else ga.GeneticAlgorithm
-  try:
-    return setup, cls(run_config.algorithm, setup.layout, setup.table, setup.evaluator)
-  except BaseException:
-    setup.evaluator.close()
-    raise
+  return runner.build_search(run_config, log=lambda line: None)

@@ -1,4 +1,6 @@
-"""Entry points end on bad input with one readable line and exit code 2."""
+"""Entry points end on bad input with one readable line and exit code 2, and each
+algorithm's entry point runs through the run skeleton (its `build`, then
+`run_loop.run`): the skeleton's lock and checkpoint checks answer for it."""
 
 import os
 import shutil
@@ -44,8 +46,9 @@ class BadInputTest(parameterized.TestCase):
                      "space left on device")
 
 
-# Short runs of the entry points, one per user of the run skeleton (tfrl.run_loop: ES
-# and random search go through the GA's); the tests below end them before they train.
+# Short runs of the entry points, one per algorithm family (ES and random search are
+# built by the GA's `runner.build`); the tests below end them in the run skeleton
+# (tfrl.run_loop) before they train.
 _ARGS = {
     "tfrl.ga": ["--env=CartPole-v1", "--population=4", "--generations=1", "--num_envs=4",
                 "--hidden=4", "--noise_table_size=10000"],
@@ -102,7 +105,8 @@ class BadLogdirTest(parameterized.TestCase):
       f.write(content)
     message = self._run(module, logdir, "--resume")
     self.assertStartsWith(message, f"cannot load the checkpoint {path}: {problem}")
-    # A fresh run refuses it too, and neither run changed a file.
+    # A fresh run refuses it too (the skeleton's refusal, whose rules
+    # tests/test_run_loop.py checks), and neither run changed a file.
     self.assertIn("of an earlier run; pass --resume to continue it, or pick another "
                   "--logdir (nothing was overwritten).", self._run(module, logdir))
     with open(path) as f:

@@ -1,8 +1,10 @@
 """The run skeleton on a fake algorithm and store: cadence, signals, errors, summary.
 
-The entry points run through it end to end in test_signals.py, test_kill_resume.py,
-test_logdir_lock.py and test_cli.py; here each rule of `tfrl.run_loop` is checked
-alone, in-process and in milliseconds.
+Each rule of `tfrl.run_loop` is checked here, once for every algorithm, alone,
+in-process and in milliseconds. That each entry point runs through it (its
+`build(config)`, then `run_loop.run`) is checked once per algorithm in test_cli.py;
+the entry points run through it end to end in test_signals.py,
+test_kill_resume.py and test_logdir_lock.py.
 """
 
 import json
@@ -11,7 +13,7 @@ import signal
 
 import pytest
 
-from tfrl import cli
+from tfrl import errors
 from tfrl import logdir_lock
 from tfrl import run_loop
 
@@ -47,7 +49,7 @@ class _Store(run_loop.CheckpointStore):
 
   def save(self, algorithm, number, identity):
     if self.fail:
-      raise cli.RunFailed("disk full")
+      raise errors.RunFailed("disk full")
     self.saved.append((number, dict(identity)))
     return self.latest
 
@@ -99,10 +101,11 @@ class _Algorithm(run_loop.Algorithm):
     self.closed = True
 
 
-def _run(tmp_path, algorithm, store=None, **options):
+def _run(tmp_path, algorithm, store=None, flags_text=None, **options):
   store = store or _Store(str(tmp_path))
-  options = run_loop.RunOptions(logdir=str(tmp_path), **options)
-  return run_loop.run(lambda: algorithm, store, options), store
+  job = run_loop.Job(lambda: algorithm, store, run_loop.RunOptions(logdir=str(tmp_path),
+                                                                   **options))
+  return run_loop.run(job, flags_text=flags_text), store
 
 
 def _summary(tmp_path):
@@ -135,8 +138,19 @@ def test_no_checkpoint_when_the_count_did_not_move(tmp_path):
 def test_fresh_run_over_a_checkpoint_and_another_runs_checkpoint_are_refused(tmp_path):
   store = _Store(str(tmp_path))
   _run(tmp_path, _Algorithm(total=2), store)
-  with pytest.raises(ValueError, match="already holds fake checkpoints of an earlier run"):
-    _run(tmp_path, _Algorithm(total=4), store)
+  made = []
+
+  def make():
+    made.append(True)
+    return _Algorithm(total=4)
+
+  job = run_loop.Job(make, store, run_loop.RunOptions(logdir=str(tmp_path)))
+  with pytest.raises(ValueError) as e:
+    run_loop.run(job)
+  assert str(e.value) == (f"{tmp_path} already holds fake checkpoints of an earlier run; "
+                          "pass --resume to continue it, or pick another --logdir (nothing "
+                          "was overwritten).")
+  assert not made  # refused before the algorithm is made
   with pytest.raises(ValueError, match=r"\(checkpoint != this run\): stride 1 != 2$"):
     _run(tmp_path, _Algorithm(total=4, stride=2), store, resume=True, flags_text="--x")
   assert not os.path.exists(tmp_path / run_loop.FLAGS_FILE)  # only accepted runs' flags
@@ -209,7 +223,7 @@ def test_a_failed_export_is_one_line_naming_the_checkpoint_kept(tmp_path):
     raise OSError(28, "No space left on device")
 
   algorithm.export = export
-  with pytest.raises(cli.RunFailed) as e:
+  with pytest.raises(errors.RunFailed) as e:
     _run(tmp_path, algorithm)
   assert str(e.value) == (f"cannot export the policy to {tmp_path}: [Errno 28] No space "
                           f"left on device; the checkpoint in {tmp_path} holds step 2")
@@ -222,3 +236,25 @@ def test_exports_every_n_steps_and_at_the_end(tmp_path):
   algorithm = _Algorithm(total=5)
   _run(tmp_path / "noexport", algorithm, export=False, export_every=run_loop.Every(steps=2))
   assert algorithm.exports == 0
+
+
+def test_resume_without_a_checkpoint_says_so_and_starts_afresh(tmp_path):
+  algorithm = _Algorithm(total=2)
+  console = []
+  algorithm.console = run_loop.Console("fake", console.append)
+  summary, store = _run(tmp_path, algorithm, resume=True, flags_text="--resume")
+  assert console[0] == f"[fake] --resume: no checkpoint in {tmp_path}; starting afresh."
+  assert store.restored == 0 and summary["steps"] == 2
+  assert (tmp_path / run_loop.FLAGS_FILE).read_text() == "--resume"
+
+
+def test_run_phases_restore_without_training(tmp_path):
+  store = _Store(str(tmp_path))
+  _run(tmp_path, _Algorithm(total=3), store)
+  algorithm = _Algorithm(total=10)
+  job = run_loop.Job(lambda: algorithm, store, run_loop.RunOptions(logdir=str(tmp_path),
+                                                                   resume=True))
+  with run_loop.Run(job) as phases:
+    assert phases.restore(job.make()) == "ckpt-3" == phases.restored_from
+  assert algorithm.steps == 3 and [n for n, _ in store.saved] == [3]
+  assert not os.path.exists(tmp_path / logdir_lock.LOCK_FILE)

@@ -5,14 +5,14 @@
     python -m tfrl.es --flagfile=flags/es_pong.flags --virtual_batch_norm
 """
 
-from absl import app
 from absl import flags
 
 from tfrl import cli
 from tfrl import flagconfig
-from tfrl.neuroevolution import checkpoint
+from tfrl import run_loop
 from tfrl.neuroevolution import cli as ne_cli
 from tfrl.neuroevolution import es
+from tfrl.neuroevolution import runner
 from tfrl.neuroevolution import vbn
 
 FLAGS = flags.FLAGS
@@ -31,25 +31,9 @@ def config_from_flags(fv: flags.FlagValues = FLAGS) -> ne_cli.NeuroevolutionConf
   return ne_cli.config_from_flags(flagconfig.build(es.ESConfig, fv=fv, vbn=vbn_config), fv)
 
 
-def _check_resume(config: ne_cli.NeuroevolutionConfig) -> None:
-  """A resume keeps the checkpoint's virtual batch norm (before anything starts)."""
-  logdir = config.run.logdir
-  if not (config.run.resume and checkpoint.exists(logdir)):
-    return
-  saved = bool(checkpoint.load(logdir)[0].get("virtual_batch_norm", False))
-  if saved != (config.algorithm.vbn is not None):
-    raise app.UsageError(
-        f"the checkpoint in {logdir} was trained {'with' if saved else 'without'} "
-        f"virtual batch norm; resume it with --{'' if saved else 'no'}virtual_batch_norm.")
-
-
 def main(argv):
   ne_cli.check_argv(argv)
-  config = config_from_flags()
-  _check_resume(config)
-  ne_cli.main_for(
-      lambda s: es.EvolutionStrategy(config.algorithm, s.layout, s.table, s.evaluator),
-      config)
+  run_loop.run(runner.build(config_from_flags()), flags_text=FLAGS.flags_into_string())
 
 
 if __name__ == "__main__":

@@ -1,14 +1,17 @@
 """The life of a training run, the same for every algorithm (GA3C, TD3, GA / ES / random search).
 
-    summary = run_loop.run(lambda: GA3C(config), store, options)
+Each algorithm module offers one `build(config)` that returns a `Job`: how to
+make the algorithm, its checkpoint store and its `RunOptions`. Then
+
+    summary = run_loop.run(system.build(config), flags_text=FLAGS.flags_into_string())
 
 does, in this order:
 
     hold <logdir>/run.lock                             (tfrl.logdir_lock)
     refuse a fresh run over a checkpoint; report one that cannot be read
-    algorithm = build()
+    algorithm = job.make()
     --resume: check the checkpoint is this run's, restore it, say from where
-    write <logdir>/flags.txt
+    write <logdir>/flags.txt                           (flags_text, if given)
     until a signal or algorithm.finished():            (tfrl.stopping)
       line = algorithm.step()                          # summaries: <logdir>'s writer
       checkpoint, export when due                      (options.checkpoint_every, export_every)
@@ -46,7 +49,7 @@ from absl import logging
 import tensorflow as tf
 
 from tfrl import atomic_files
-from tfrl import cli
+from tfrl import errors
 from tfrl import logdir_lock
 from tfrl import resume
 from tfrl import stopping
@@ -87,7 +90,7 @@ class _Due:
 
 @dataclasses.dataclass(frozen=True)
 class RunOptions:
-  """How the skeleton runs an algorithm (built by each entry point from its config).
+  """How the skeleton runs an algorithm (each algorithm's `build` makes it from its config).
 
   Attributes:
     logdir: checkpoints, TensorBoard, flags, summary and policy go here.
@@ -95,17 +98,12 @@ class RunOptions:
     checkpoint_every: periodic checkpoints (the final one is always written).
     export: write the policy at the end (and every `export_every`).
     export_every: periodic exports, as `checkpoint_every`.
-    flags_text: written to `<logdir>/flags.txt` once the checkpoint is accepted
-      (None: no flags file, e.g. a library call).
-    on_start: called once the checkpoint is accepted, before the first step.
   """
   logdir: str
   resume: bool = False
   checkpoint_every: Every = Every()
   export: bool = True
   export_every: Every = Every()
-  flags_text: Optional[str] = None
-  on_start: Optional[Callable[[], None]] = None
 
 
 class Console:
@@ -239,23 +237,40 @@ class CheckpointStore(abc.ABC):
 
   @abc.abstractmethod
   def save(self, algorithm: Algorithm, number: int, identity: Dict[str, Any]) -> str:
-    """Writes checkpoint `number` of `algorithm`; `cli.RunFailed` if it cannot
+    """Writes checkpoint `number` of `algorithm`; `errors.RunFailed` if it cannot
     (the previous checkpoint then stays the latest)."""
 
 
-class Run:
-  """The phases of `run`, for callers that build or look in between.
+@dataclasses.dataclass(frozen=True)
+class Job:
+  """What `run` runs: each algorithm's `build(config)` returns one.
 
-      with Run(store, options) as phases:   # the lock; refuses a fresh run over a checkpoint
-        algorithm = build()
+  Attributes:
+    make: makes the algorithm; called once the logdir is locked and its
+      checkpoint accepted (so a refused run starts no env, thread or worker).
+    store: the run's checkpoints.
+    options: how the skeleton runs it.
+  """
+  make: Callable[[], Algorithm]
+  store: CheckpointStore
+  options: RunOptions
+
+
+class Run:
+  """The phases of `run`, for a caller that looks in between (e.g. a test that
+  restores a checkpoint without training):
+
+      with Run(job) as phases:              # the lock; refuses a fresh run over a checkpoint
+        algorithm = job.make()
         phases.restore(algorithm)           # --resume: phases.restored_from
         summary = phases.train(algorithm)
   """
 
-  def __init__(self, store: CheckpointStore, options: RunOptions):
-    self.store = store
-    self.options = options
+  def __init__(self, job: Job, flags_text: Optional[str] = None):
+    self.store = job.store
+    self.options = job.options
     self.restored_from: Optional[str] = None
+    self._flags_text = flags_text
     self._lock: Optional[logdir_lock.Lock] = None
     self._identity: Dict[str, Any] = {}
     self._saved_count: Optional[int] = None
@@ -293,10 +308,8 @@ class Run:
     started = time.time()
     self._identity = resume.as_json(algorithm.identity())
     self._saved_count = algorithm.count()
-    if options.flags_text is not None:
-      atomic_files.write_text(os.path.join(options.logdir, FLAGS_FILE), options.flags_text)
-    if options.on_start is not None:
-      options.on_start()
+    if self._flags_text is not None:
+      atomic_files.write_text(os.path.join(options.logdir, FLAGS_FILE), self._flags_text)
     writer = tf.summary.create_file_writer(options.logdir)
     try:
       with writer.as_default():
@@ -365,7 +378,7 @@ class Run:
     try:
       return algorithm.export()
     except (OSError, tf.errors.OpError) as e:
-      raise cli.RunFailed(f"cannot export the policy to {self.options.logdir}: "
+      raise errors.RunFailed(f"cannot export the policy to {self.options.logdir}: "
                           f"{resume.first_line(e)}; {self._kept(algorithm)}") from e
 
   def _kept(self, algorithm: Algorithm) -> str:
@@ -381,11 +394,11 @@ def _timed(function: Callable[[Algorithm], Any], algorithm: Algorithm) -> float:
   return time.perf_counter() - started
 
 
-def run(build: Callable[[], Algorithm], store: CheckpointStore,
-        options: RunOptions) -> Dict[str, Any]:
-  """A whole run (see the module docstring); returns its summary."""
-  with Run(store, options) as phases:
-    algorithm = build()
+def run(job: Job, flags_text: Optional[str] = None) -> Dict[str, Any]:
+  """A whole run (see the module docstring); returns its summary. `flags_text`
+  (an entry point's flags) goes to <logdir>/flags.txt once the checkpoint is accepted."""
+  with Run(job, flags_text) as phases:
+    algorithm = job.make()
     try:
       phases.restore(algorithm)
       return phases.train(algorithm)

@@ -1,7 +1,7 @@
 """TF checkpoints of GA3C and TD3: the skeleton's store, refusing what it cannot trust.
 
     store = RunCheckpoints(os.path.join(logdir, "checkpoints"), max_to_keep=3)
-    run_loop.run(build, store, options)   # the algorithm's `checkpoint` is saved
+    run_loop.run(run_loop.Job(make, store, options))   # the algorithm's `checkpoint` is saved
 
 A `run_loop.CheckpointStore` on top of `tf.train.CheckpointManager` (whose
 writes are already crash-safe: the data and index go to temporary names, and

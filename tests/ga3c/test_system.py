@@ -13,8 +13,10 @@ import numpy as np
 import tensorflow as tf
 
 from tfrl import resume
+from tfrl import run_loop
 from tfrl.envs import EnvProtocol
 from tfrl.ga3c import GA3C, GA3CConfig
+from tfrl.ga3c import system as system_lib
 from tfrl.layers import LayerPlan, LayerSpec, layers_of
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
@@ -38,6 +40,19 @@ def _cartpole_config(logdir, **kwargs):
                   rmsprop_epsilon=1e-5)
   defaults.update(kwargs)
   return GA3CConfig(**defaults)
+
+
+def _restored(config):
+  """A GA3C of `config` with its checkpoint restored as a resumed run would
+  (the skeleton's phases, without training)."""
+  job = system_lib.build(config)
+  with run_loop.Run(job) as phases:
+    system = job.make()
+    try:
+      phases.restore(system)
+    finally:
+      system.close()
+  return system, phases.restored_from
 
 
 def _env(pythonpath=True):
@@ -75,9 +90,9 @@ class ExportTest(tf.test.TestCase):
     self.assertAllClose(loaded["value"], value, atol=1e-5)
     self.assertAllEqual(loaded["action"], np.argmax(logits, axis=1))
     # Resume in process: weights and counters come back, counting continues.
-    restored = GA3C(_cartpole_config(logdir, max_frames=2000, resume=True))
-    restored.restore()
-    self.assertEqual(restored.restored_from, summary["checkpoint"])
+    restored, restored_from = _restored(_cartpole_config(logdir, max_frames=2000,
+                                                         resume=True))
+    self.assertEqual(restored_from, summary["checkpoint"])
     self.assertEqual(restored.frames, summary["frames"])
     for a, b in zip(first.network.trainable_variables,
                     restored.network.trainable_variables):
@@ -132,15 +147,15 @@ class LayerVariantTest(tf.test.TestCase):
       self.assertAllClose(float(layer.sparsity_target), 0.6)
       self.assertAllClose(float(layer.sparsity()), 0.6, atol=0.05)
     # The controller is part of the checkpoint.
-    again = GA3C(dataclasses.replace(config, resume=True))
-    again.restore()
+    again, _ = _restored(dataclasses.replace(config, resume=True))
     self.assertAllClose(float(again.controller.sparsity), 0.6)
     self.assertEqual(int(again.controller.num_returns), int(system.controller.num_returns))
 
 
 class CheckpointSafetyTest(tf.test.TestCase):
-  """A fresh run never overwrites checkpoints; a resume refuses another run's and
-  reports an unreadable one in one line; nothing is changed on disk."""
+  """A resume refuses another run's checkpoint, naming what differs, and reports
+  an unreadable one in one line; nothing is changed on disk. (A fresh run over a
+  checkpoint, and a resume without one: the skeleton's, tests/test_run_loop.py.)"""
   test_session = None
 
   @classmethod
@@ -167,7 +182,7 @@ class CheckpointSafetyTest(tf.test.TestCase):
         with open(os.path.join(d, n), "rb") as f:
           files[os.path.join(d, n)] = f.read()
     with self.assertRaises(error) as cm:
-      GA3C(_cartpole_config(logdir, **kwargs)).restore()
+      run_loop.run(system_lib.build(_cartpole_config(logdir, resume=True, **kwargs)))
     message = str(cm.exception)
     self.assertNotIn("\n", message)
     after = {}
@@ -179,41 +194,25 @@ class CheckpointSafetyTest(tf.test.TestCase):
     self.assertTrue(all(after[k] == files[k] for k in files), "a file changed")
     return message
 
-  def test_fresh_run_refuses_checkpoints(self):
-    logdir, ckpt_dir, _ = self._copy("fresh")
-    message = self._refused(logdir)
-    self.assertEqual(message, f"{ckpt_dir} already holds checkpoints of an earlier run; "
-                     "pass --resume to continue it, or pick another --logdir (nothing "
-                     "was overwritten).")
-
   def test_resume_refuses_each_mismatch(self):
     logdir, ckpt_dir, _ = self._copy("mismatch")
-    message = self._refused(logdir, resume=True, hidden_sizes=(16, 16))
+    message = self._refused(logdir, hidden_sizes=(16, 16))
     self.assertStartsWith(message, f"cannot resume {ckpt_dir} (checkpoint != this run): ")
     self.assertIn("hidden sizes [64, 64] != [16, 16]", message)
     self.assertRegex(message, r"parameters \d+ != \d+$")
-    message = self._refused(logdir, resume=True, protocol=EnvProtocol(env="Acrobot-v1"))
+    message = self._refused(logdir, protocol=EnvProtocol(env="Acrobot-v1"))
     self.assertIn("env CartPole-v1 != Acrobot-v1; observation spec [None, 4] float32 != "
                   "[None, 6] float32; actions 2 != 3", message)
     # Another env protocol: the field that differs is named.
-    message = self._refused(logdir, resume=True,
+    message = self._refused(logdir,
                             protocol=EnvProtocol(env="CartPole-v1", max_episode_frames=100))
     self.assertEqual(message, f"cannot resume {ckpt_dir} (checkpoint != this run): "
                      "max episode frames (none) != 100")
     plan = LayerPlan(default=LayerSpec(kind="circulant", block_size=4))
-    message = self._refused(logdir, resume=True, layer_plan=plan)
+    message = self._refused(logdir, layer_plan=plan)
     self.assertRegex(message, r"layers policy:Dense, .*torso/dense_0:Dense.* != "
                               r"policy:BlockCirculantDense\(b=4\), .*torso/dense_0:"
                               r"BlockCirculantDense\(b=4\)")
-
-  def test_resume_without_checkpoint_says_so(self):
-    logdir = os.path.join(self.get_temp_dir(), "empty")
-    with self.assertLogs("absl", level="WARNING") as logs:
-      system = GA3C(_cartpole_config(logdir, resume=True))
-      system.restore()
-    self.assertIsNone(system.restored_from)
-    self.assertIn(f"--resume: no checkpoint in {logdir}; starting afresh.",
-                  "\n".join(logs.output))
 
   def test_damaged_checkpoint_files_are_one_line(self):
     def truncate(path, size):
@@ -239,7 +238,7 @@ class CheckpointSafetyTest(tf.test.TestCase):
       with self.subTest(name):
         logdir, ckpt_dir, latest = self._copy(name)
         damage(ckpt_dir, latest)
-        message = self._refused(logdir, error=resume.CorruptCheckpoint, resume=True)
+        message = self._refused(logdir, error=resume.CorruptCheckpoint)
         if file is None:
           path = latest  # TF's own error, on the checkpoint's prefix
         elif file.startswith("."):

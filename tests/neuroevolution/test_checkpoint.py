@@ -1,7 +1,8 @@
 """GA / ES / random search checkpoints: crash-safe files, one-line load errors,
-and what a run (`runner.run`, through the run skeleton) does with the checkpoint in
-its logdir (a fake, instant algorithm stands in for the real ones, which
-test_cli.py runs end to end)."""
+and what a resumed run (`runner.run`, through the run skeleton) checks of the
+checkpoint in its logdir: the run identity (a fake, instant algorithm stands in
+for the real ones, which test_cli.py runs end to end). A fresh run over a
+checkpoint and a resume without one: the skeleton's, tests/test_run_loop.py."""
 
 import json
 import os
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrl import cli
+from tfrl import errors
 from tfrl import resume
 from tfrl.neuroevolution import checkpoint
 from tfrl.neuroevolution import runner
@@ -37,8 +38,8 @@ class _Table:
 
 class _Config:
 
-  def __init__(self, population):
-    self.population = population
+  def __init__(self, population, vbn=None):
+    self.population, self.vbn = population, vbn
 
 
 class _Evaluator:
@@ -50,9 +51,9 @@ class _Evaluator:
 class FakeAlgorithm:
   """Generation g scores g; its state is (generation, frames, theta = g * ones)."""
 
-  def __init__(self, name="ga", population=4, layout=None, table=None, arrays=True):
+  def __init__(self, name="ga", population=4, layout=None, table=None, arrays=True, vbn=None):
     self.name = name
-    self.config = _Config(population)
+    self.config = _Config(population, vbn)
     self.layout = layout or _Layout()
     self.table = table or _Table()
     self.evaluator = _Evaluator()
@@ -160,36 +161,12 @@ class TestFiles:
     message = str(e.value)
     assert "\n" not in message
     assert message.startswith(f"cannot load the checkpoint {tmp_path / file}: {problem}")
-    # A fresh run does not write over it either.
-    with pytest.raises(ValueError, match="already holds a checkpoint"):
-      _run(FakeAlgorithm(), tmp_path, 3)
     after = {f: (tmp_path / f).read_bytes() for f in os.listdir(tmp_path)
              if f.startswith("checkpoint")}
     assert after == before
 
 
 class TestResume:
-
-  def test_fresh_run_refuses_a_logdir_with_a_checkpoint(self, tmp_path):
-    _run(FakeAlgorithm(), tmp_path, 1)
-    before = (tmp_path / checkpoint.STATE_FILE).read_bytes()
-    with pytest.raises(ValueError) as e:
-      _run(FakeAlgorithm(), tmp_path, 2)
-    assert str(e.value) == (
-        f"{tmp_path} already holds a checkpoint (checkpoint.json) of an earlier run; pass "
-        f"--resume to continue it, or pick another --logdir (nothing was overwritten).")
-    assert (tmp_path / checkpoint.STATE_FILE).read_bytes() == before
-
-  def test_resume_without_checkpoint_says_so_and_starts_afresh(self, tmp_path):
-    started = []
-    config = runner.RunConfig(logdir=str(tmp_path / "new"), generations=1, resume=True,
-                              export=False)
-    lines = []
-    runner.run(FakeAlgorithm(), config, _SPEC, print_fn=lines.append,
-               on_start=lambda: started.append(True))
-    assert lines[0] == f"[ga] --resume: no checkpoint in {tmp_path / 'new'}; starting afresh."
-    assert started == [True]
-    assert checkpoint.load(str(tmp_path / "new"))[0]["generation"] == 1
 
   def test_resume_continues_and_records_the_identity(self, tmp_path):
     identity = {"game": None, "env": "CartPole-v1"}
@@ -200,7 +177,8 @@ class TestResume:
     assert state["generation"] == 2
     assert state["run"] == {
         "algorithm": "ga", "game": None, "env": "CartPole-v1",
-        "network": "mlp D=3 [torso/dense_0:dense]", "population": 4,
+        "network": "mlp D=3 [torso/dense_0:dense]", "virtual_batch_norm": "off",
+        "population": 4,
         "noise_table_seed": 0, "noise_table_size": 1000, "observation_spec": "[None, 4] float32"}
 
   @pytest.mark.parametrize("change, mismatch", [
@@ -212,6 +190,7 @@ class TestResume:
                                     "[torso/dense_0:dense]"),
       (dict(layout=_Layout(kinds="torso/dense_0:circulant")), "[torso/dense_0:dense] != mlp "
                                                               "D=3 [torso/dense_0:circulant]"),
+      (dict(vbn="a VBNConfig"), "virtual batch norm off != on"),
       (dict(table=_Table(seed=1)), "noise table seed 0 != 1"),
       (dict(table=_Table(size=2000)), "noise table size 1000 != 2000"),
       (dict(spec=tf.TensorSpec([None, 6], tf.float32)),
@@ -245,7 +224,7 @@ class TestFailedWrites:
       raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(np, "savez", full_disk)
-    with pytest.raises(cli.RunFailed) as e:
+    with pytest.raises(errors.RunFailed) as e:
       _run(FakeAlgorithm(), tmp_path, 3, resume_run=True)
     assert str(e.value) == (
         f"cannot write the checkpoint of generation 2 in {tmp_path}: No space left on "

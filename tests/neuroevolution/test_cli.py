@@ -204,11 +204,6 @@ class RandomSearchTest(tf.test.TestCase):
         "[None, 4] float32 != [None, 6] float32")
     with open(os.path.join(logdir, "flags.txt")) as f:
       self.assertEqual(f.read(), flags_before)  # the refused run's flags are not kept
-    # A fresh run does not write over the checkpoint either.
-    out = _run_status(["-m", "tfrl.ga", *_COMMON, "--population=8", "--generations=1",
-                       f"--logdir={logdir}"])
-    self.assertIn("already holds a checkpoint (checkpoint.json) of an earlier run; pass "
-                  "--resume", _error_line(self, out, "tfrl.ga"))
     self.assertEqual(checkpoint.load(logdir)[0]["generation"], 1)
     # Nor a resume with another env protocol: the field is named.
     out = _run_status(["-m", "tfrl.ga", *_COMMON, "--population=8", "--generations=2",

@@ -8,6 +8,7 @@ from tfrl.envs import EnvProtocol
 from tfrl.neuroevolution import cli as ne_cli
 from tfrl.neuroevolution import es
 from tfrl.neuroevolution import ga
+from tfrl.neuroevolution import runner
 from tfrl.neuroevolution import settings
 from tfrl.neuroevolution import vbn
 
@@ -32,7 +33,7 @@ class ConfigTest(absltest.TestCase):
     self.assertEqual((config.evaluator.num_envs, config.network.arch), (4, "small"))
     self.assertFalse(config.uses_ray)
     self.assertEqual(config.cache_size(), 8 + 5 + 2)
-    self.assertEqual(ne_cli.run_config(config).identity, config.env.identity())
+    self.assertEqual(runner.run_config(config).identity, config.env.identity())
 
   def test_env_replaces_the_default_game(self):
     config = _config(es.ESConfig, "--env=CartPole-v1", "--population=4")

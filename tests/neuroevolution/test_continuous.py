@@ -377,7 +377,7 @@ class BadInputTest(tf.test.TestCase):
     ne_cli.define_flags(algorithm_cls, fv)
     fv(["prog", "--population=4", "--noise_table_size=10000", "--num_envs=2", *args])
     config = ne_cli.config_from_flags(flagconfig.build(algorithm_cls, fv=fv), fv)
-    return ne_cli.worker_spec(config, 4)
+    return runner.worker_spec(config, 4)
 
   def test_refused_in_one_line(self):
     for args, message in (

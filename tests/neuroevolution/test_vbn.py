@@ -305,9 +305,12 @@ class VBNFlagTest(tf.test.TestCase):
     with np.load(checkpoint.arrays_path(logdir)) as arrays:
       self.assertEqual(arrays["vbn_reference"].shape, (16, 4))
     self.assertTrue(os.path.exists(os.path.join(logdir, "elite", "saved_model.pb")))
+    # The run identity records VBN: a resume without it is refused by the skeleton.
     mismatch = self._run("--resume", "--generations=2", f"--logdir={logdir}")
-    self.assertNotEqual(mismatch.returncode, 0)
-    self.assertIn("resume it with --virtual_batch_norm", mismatch.stderr + mismatch.stdout)
+    self.assertEqual(mismatch.returncode, 2, mismatch.stderr)
+    self.assertEqual(mismatch.stderr.strip().splitlines()[-1],
+                     f"tfrl.es: error: cannot resume {logdir} (checkpoint != this run): "
+                     "virtual batch norm on != off")
     bad = self._run("--virtual_batch_norm", "--vbn_reference_size=1",
                     f"--logdir={logdir}_bad")
     self.assertNotEqual(bad.returncode, 0)

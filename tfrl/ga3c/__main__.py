@@ -36,8 +36,7 @@ def main(argv):
     raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
   config = config_from_flags()
   from tfrl.ga3c import system  # pylint: disable=import-outside-toplevel
-  run_loop.run(lambda: system.GA3C(config), system.checkpoint_store(config),
-               system.run_options(config, flags.FLAGS.flags_into_string()))
+  run_loop.run(system.build(config), flags_text=flags.FLAGS.flags_into_string())
 
 
 if __name__ == "__main__":

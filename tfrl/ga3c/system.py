@@ -2,8 +2,8 @@
 `run_loop.Algorithm` (the skeleton owns the logdir, checkpoints, signals,
 export and summary).
 
-    system = GA3C(config)
-    summary = system.run()      # until max_frames / stop(), SIGINT or SIGTERM
+    summary = run_loop.run(build(config))   # until max_frames, SIGINT or SIGTERM
+    summary = GA3C(config).run()            # the same, with the system at hand
 
 Python threads only start, balance and stop the loops; each loop iteration is
 one call of a `tf.function` (agent segment, predictor batch, trainer step).
@@ -12,6 +12,7 @@ run is one monitoring tick: stats, the profiler, GST's controller, the
 dynamic adjustment of the worker counts.
 """
 
+import dataclasses
 import os
 import threading
 import time
@@ -25,6 +26,7 @@ from tfrl import layers as tl
 from tfrl import networks
 from tfrl import optimizers
 from tfrl import precision
+from tfrl import profiling
 from tfrl import run_loop
 from tfrl import tf_checkpoints
 from tfrl.envs.protocol import make_env
@@ -62,18 +64,16 @@ def make_optimizer(config: GA3CConfig):
                             epsilon=config.rmsprop_epsilon)
 
 
-def checkpoint_store(config: GA3CConfig) -> tf_checkpoints.RunCheckpoints:
-  """Where a run of `config` keeps its checkpoints: `<logdir>/checkpoints`, the last 3."""
-  return tf_checkpoints.RunCheckpoints(os.path.join(config.logdir, "checkpoints"),
-                                       max_to_keep=3)
-
-
-def run_options(config: GA3CConfig, flags_text: Optional[str] = None) -> run_loop.RunOptions:
-  """A checkpoint, and an export, every `checkpoint_every` seconds."""
+def build(config: GA3CConfig) -> run_loop.Job:
+  """A GA3C run for `run_loop.run`: checkpoints in `<logdir>/checkpoints` (the
+  last 3), a checkpoint and an export every `checkpoint_every` seconds."""
   every = run_loop.Every(seconds=config.checkpoint_every)
-  return run_loop.RunOptions(logdir=config.logdir, resume=config.resume,
-                             checkpoint_every=every, export_every=every,
-                             flags_text=flags_text)
+  return run_loop.Job(
+      make=lambda: GA3C(config),
+      store=tf_checkpoints.RunCheckpoints(os.path.join(config.logdir, "checkpoints"),
+                                          max_to_keep=3),
+      options=run_loop.RunOptions(logdir=config.logdir, resume=config.resume,
+                                  checkpoint_every=every, export_every=every))
 
 
 class GA3C(run_loop.Algorithm):
@@ -130,11 +130,12 @@ class GA3C(run_loop.Algorithm):
     self._stop_score = float("nan")  # the rolling score when the loop ended
     self._final_row: Dict = {}
     self._last_metrics = None
-    self._profiling = False
-    self._profile_done = False
-    self.profile_dir = None
+    self.profiler = None  # --profile_steps: a trace of that span of training steps
+    if cfg.profile_steps is not None:
+      self.profiler = profiling.Window(
+          cfg.logdir, *cfg.profile_steps,
+          on_written=lambda path: logging.info("Profiler trace written under %s.", path))
     self._adjust_last = None  # (trained samples, time) at the last trial.
-    self.restored_from: Optional[str] = None
     self.summary: Dict = {}
     self.precision_report: Optional[Dict] = None  # set by begin() once traced
 
@@ -198,17 +199,9 @@ class GA3C(run_loop.Algorithm):
   # -- Runs -----------------------------------------------------------------
 
   def run(self) -> Dict:
-    """Trains until done (`tfrl.run_loop`); the summary, also in <logdir>/summary.json."""
-    self.summary = run_loop.run(lambda: self, checkpoint_store(self.config),
-                                run_options(self.config))
+    """`run_loop.run(build(config))` with this system as the algorithm; the summary."""
+    self.summary = run_loop.run(dataclasses.replace(build(self.config), make=lambda: self))
     return self.summary
-
-  def restore(self) -> Optional[str]:
-    """With `config.resume`, restores the latest checkpoint of `config.logdir`
-    (as `run` does before it starts); its path, or None."""
-    with run_loop.Run(checkpoint_store(self.config), run_options(self.config)) as phases:
-      self.restored_from = phases.restore(self)
-    return self.restored_from
 
   # -- Workers --------------------------------------------------------------
 
@@ -253,24 +246,15 @@ class GA3C(run_loop.Algorithm):
         extra_metadata={"precision": self.precision_report} if self.precision_report else None)}
 
   def _maybe_profile(self) -> None:
-    if self.config.profile_steps is None or self._profile_done:
+    if self.profiler is None:
       return
-    start, end = self.config.profile_steps
     steps = int(self.counters["train_steps"].numpy())
-    if not self._profiling and steps >= start:
-      self.profile_dir = os.path.join(self.config.logdir, "profile")
-      tf.profiler.experimental.start(self.profile_dir)
-      self._profiling = True
+    if self.profiler.update(steps):
       logging.info("Profiler started at training step %d.", steps)
-    elif self._profiling and steps >= end:
-      self._stop_profiler()
 
   def _stop_profiler(self) -> None:
-    if self._profiling:
-      tf.profiler.experimental.stop()
-      self._profiling = False
-      self._profile_done = True
-      logging.info("Profiler trace written under %s.", self.profile_dir)
+    if self.profiler is not None:
+      self.profiler.stop()
 
   # -- The run's steps (run_loop.Algorithm) ----------------------------------
 

@@ -15,4 +15,4 @@ from tfrl.neuroevolution.genome import Genome, ParamBuilder
 from tfrl.neuroevolution.noise import NoiseTable
 from tfrl.neuroevolution.population_net import NetworkConfig, ParamLayout, PopulationNetwork
 from tfrl.neuroevolution.single_network import SingleNetwork
-from tfrl.neuroevolution.runner import RunConfig, export_elite, run
+from tfrl.neuroevolution.runner import RunConfig, build, export_elite, run

@@ -1,6 +1,7 @@
 """GA, ES and random search in the run skeleton (`tfrl.run_loop`): a step is one generation.
 
-    history = run(algorithm, RunConfig(logdir=...), observation_spec)
+    summary = run_loop.run(build(config))   # a NeuroevolutionConfig, as the entry points do
+    history = run(search, RunConfig(logdir=...), observation_spec)   # a search already built
 
     for each generation (until `generations`, `max_frames` or `target_score`):
       metrics = algorithm.step()          # evaluate, select / update
@@ -12,16 +13,18 @@
 The skeleton does the rest, as for every algorithm: the logdir lock, the
 checkpoint already in `logdir` (a fresh run refuses to write over it;
 `resume=True` restores it after checking that it is a checkpoint of the same
-run, `run_identity`: algorithm, env, network, population, noise table,
-observation spec), `flags.txt`, signals, the final export and `summary.json`.
+run, `run_identity`: algorithm, env, network, virtual batch norm, population,
+noise table, observation spec), `flags.txt`, signals, the final export and
+`summary.json`. `build` makes the evaluator (local, or Ray workers) and the
+search only once the logdir is locked and its checkpoint accepted.
 Ctrl-C / SIGTERM abandon the generation under way (its evaluation stops within
 one graph call of the evaluator, at most its `steps_per_call` env steps); the
 run goes back to the checkpoint of the last finished generation, exports its
 elite and ends normally.
 
 `profile_generation=N` records a TensorBoard profiler trace of generation N,
-its checkpoint included, under <logdir>/profile; every generation's step is
-marked in a trace as "generation" with its number.
+its checkpoint included, under <logdir>/profile (`tfrl.profiling`); every
+generation's step is marked in a trace as "generation" with its number.
 """
 
 import dataclasses
@@ -31,13 +34,22 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import tensorflow as tf
 
+from tfrl import profiling
 from tfrl import resume
 from tfrl import run_loop
 from tfrl.neuroevolution import checkpoint
+from tfrl.neuroevolution import es
 from tfrl.neuroevolution import evaluation
 from tfrl.neuroevolution import evaluators
+from tfrl.neuroevolution import ga
+from tfrl.neuroevolution import heads
+from tfrl.neuroevolution import noise as noise_lib
+from tfrl.neuroevolution import population_net
+from tfrl.neuroevolution import ray_evaluator
+from tfrl.neuroevolution import settings as settings_lib
 from tfrl.neuroevolution import single_network
 from tfrl.neuroevolution import timing
+from tfrl.neuroevolution import worker as worker_lib
 
 SCALARS = ("best", "mean", "elite", "frames", "frames_per_second",
            "generation_seconds")
@@ -77,6 +89,8 @@ def run_identity(algorithm, observation_spec: tf.TensorSpec,
   identity.update(extra or {})
   identity.update({
       "network": layout.describe(),
+      # ES's VBN: the genome's layout is the same with or without it.
+      "virtual_batch_norm": "on" if getattr(algorithm.config, "vbn", None) else "off",
       "population": algorithm.config.population,
       "noise_table_seed": algorithm.table.seed,
       "noise_table_size": algorithm.table.size,
@@ -112,7 +126,13 @@ class Generations(run_loop.Algorithm):
     self.history: List[Dict[str, float]] = []
     self._close = close
     self._breakdown: Optional[timing.Breakdown] = None
-    self.profile_dir: Optional[str] = None  # while the profiler records
+    self._profiler: Optional[profiling.Window] = None  # profile_generation=N: [N - 1, N)
+    self._traced = 0  # the generation the profiler traces
+    if config.profile_generation:
+      self._profiler = profiling.Window(
+          config.logdir, config.profile_generation - 1, config.profile_generation,
+          on_written=lambda path: self.console.say(
+              f"profiler trace of generation {self._traced} written under {path}"))
 
   def identity(self) -> Dict[str, Any]:
     return run_identity(self.search, self.observation_spec, self.config.identity)
@@ -135,9 +155,8 @@ class Generations(run_loop.Algorithm):
   def step(self) -> str:
     self._breakdown = breakdown = timing.Breakdown()
     number = self.search.generation + 1
-    if number == self.config.profile_generation:
-      self.profile_dir = os.path.join(self.config.logdir, "profile")
-      tf.profiler.experimental.start(self.profile_dir)
+    if self._profiler is not None and self._profiler.update(self.search.generation):
+      self._traced = number
     try:
       with tf.profiler.experimental.Trace("generation", number=number):
         metrics = self.search.step()
@@ -167,19 +186,13 @@ class Generations(run_loop.Algorithm):
     metrics (`time`) and TensorBoard (`time/...`), once its checkpoint is written."""
     for part, value in seconds.items():
       self._breakdown.add(part, value)
-    self._stop_profiler()
+    if self._profiler is not None:
+      self._profiler.stop()  # the trace holds one generation and its checkpoint
     metrics = self.history[-1]
     metrics["time"] = self._breakdown.seconds()
     evaluation_parts = metrics.get("evaluation", {})
     timing.write_scalars(metrics["time"], evaluation_parts, metrics["generation"])
     return f"{line} | {timing.format_line(metrics['time'], evaluation_parts)}"
-
-  def _stop_profiler(self) -> None:
-    if self.profile_dir is not None:
-      tf.profiler.experimental.stop()
-      self.console.say(f"profiler trace of generation {self.config.profile_generation} "
-                       f"written under {self.profile_dir}")
-      self.profile_dir = None
 
   def finished(self) -> Optional[str]:
     config, search = self.config, self.search
@@ -206,36 +219,125 @@ class Generations(run_loop.Algorithm):
             "last": self.history[-1] if self.history else None}
 
   def close(self) -> None:
-    self._stop_profiler()  # a generation that did not finish
+    if self._profiler is not None:
+      self._profiler.stop()  # a generation that did not finish
     if self._close is not None:
       self._close()
 
 
-def options(config: RunConfig, flags_text: Optional[str] = None,
-            on_start: Optional[Callable[[], None]] = None) -> run_loop.RunOptions:
+def _job(config: RunConfig, make: Callable[[], Generations]) -> run_loop.Job:
   """A checkpoint every generation; an export every `export_every` and at the end."""
-  return run_loop.RunOptions(
+  return run_loop.Job(make, checkpoint.Store(config.logdir), run_loop.RunOptions(
       logdir=config.logdir, resume=config.resume, checkpoint_every=run_loop.Every(steps=1),
-      export=config.export, export_every=run_loop.Every(steps=config.export_every),
-      flags_text=flags_text, on_start=on_start)
+      export=config.export, export_every=run_loop.Every(steps=config.export_every)))
 
 
-def run(algorithm, config: RunConfig, observation_spec: tf.TensorSpec,
-        print_fn: Callable[[str], None] = print,
-        on_start: Optional[Callable[[], None]] = None) -> List[Dict[str, float]]:
-  """Runs generations; returns the list of per-generation metrics.
-
-  `on_start` is called once the checkpoint is restored (or there is none),
-  before the first generation: what it writes survives only accepted runs.
-  """
-  generations = Generations(algorithm, config, observation_spec, print_fn)
-  run_loop.run(lambda: generations, checkpoint.Store(config.logdir),
-               options(config, on_start=on_start))
+def run(search, config: RunConfig, observation_spec: tf.TensorSpec,
+        print_fn: Callable[[str], None] = print) -> List[Dict[str, float]]:
+  """`run_loop.run` of a search already built (its evaluator at hand, as in
+  tests); the list of per-generation metrics."""
+  generations = Generations(search, config, observation_spec, print_fn)
+  run_loop.run(_job(config, lambda: generations))
   return generations.history
 
 
-def run_built(build: Callable[[], Generations], config: RunConfig,
-              flags_text: Optional[str] = None) -> Dict[str, Any]:
-  """A run whose algorithm `build` makes once the logdir is locked and its
-  checkpoint accepted (before Ray workers start); the summary."""
-  return run_loop.run(build, checkpoint.Store(config.logdir), options(config, flags_text))
+# -- A run of a NeuroevolutionConfig, as the entry points make it ------------
+
+
+@dataclasses.dataclass
+class Setup:
+  spec: worker_lib.WorkerSpec
+  layout: population_net.ParamLayout
+  table: noise_lib.NoiseTable
+  evaluator: evaluators.Evaluator
+  observation_spec: tf.TensorSpec
+
+
+def worker_spec(config: settings_lib.NeuroevolutionConfig, capacity: int):
+  """The WorkerSpec of a run (per Ray worker with --ray_address), and the obs spec."""
+  seed = config.algorithm.seed
+  probe = worker_lib.make_worker_env(config.env, 1, seed)  # the spaces, from one slot
+  try:
+    head = heads.for_env(probe, config.network.action_head)
+    norm = config.algorithm.normalization
+    if norm.enabled and len(probe.observation_shape) != 1:
+      raise ValueError(f"--obs_norm needs vector observations, got shape "
+                       f"{list(probe.observation_shape)} from {config.env.name}.")
+    observation_spec = tf.TensorSpec([None] + list(probe.observation_shape),
+                                     getattr(probe, "observation_dtype", tf.uint8))
+    network = config.network.network_config(probe.observation_shape, config.layer_plan)
+    ray = config.ray if config.uses_ray else None
+    spec = worker_lib.WorkerSpec(
+        env=config.env, network=network, observation_shape=tuple(probe.observation_shape),
+        num_actions=head.size, noise_seed=seed,
+        noise_size=config.evaluator.noise_table_size, capacity=capacity,
+        num_envs=(ray and ray.worker_envs) or config.evaluator.num_envs,
+        slot_groups=(ray and ray.worker_slot_groups) or config.evaluator.slot_groups,
+        incremental=config.network.incremental(network),
+        # Incremental inference reads circulant kernels compact, unless VBN
+        # folds its statistics into them.
+        compact_circulant=(config.network.incremental(network)
+                           and getattr(config.algorithm, "vbn", None) is None),
+        refresh_steps=config.network.refresh_steps, cache_size=config.cache_size(),
+        env_seed=seed, head=None if head.is_discrete else head,
+        obs_norm_clip=norm.clip if norm.enabled else None)
+  finally:
+    probe.close()
+  return spec, observation_spec
+
+
+def setup(config: settings_lib.NeuroevolutionConfig, log=print) -> Setup:
+  """Layout, noise table and evaluator (local, or on Ray) of a run."""
+  spec, observation_spec = worker_spec(config, config.algorithm.capacity())
+  layout = spec.layout()
+  table = noise_lib.NoiseTable(config.algorithm.seed, config.evaluator.noise_table_size)
+  if not config.uses_ray:
+    evaluator = worker_lib.build_local(spec, table)
+  else:
+    evaluator = ray_evaluator.RayEvaluator(spec, config.ray, table, log=log)
+  return Setup(spec, layout, table, evaluator, observation_spec)
+
+
+def build_search(config: settings_lib.NeuroevolutionConfig, log=print):
+  """(setup, search): the run's evaluator and its GA, ES or random search (by
+  `config.algorithm`), as `build` makes them; the evaluator is closed if the
+  search cannot be made."""
+  parts = setup(config, log)
+  search_cls = es.EvolutionStrategy if isinstance(config.algorithm, es.ESConfig) else (
+      ga.GeneticAlgorithm)
+  try:
+    return parts, search_cls(config.algorithm, parts.layout, parts.table, parts.evaluator)
+  except BaseException:
+    parts.evaluator.close()
+    raise
+
+
+def run_config(config: settings_lib.NeuroevolutionConfig) -> RunConfig:
+  run_settings = config.run
+  # The env protocol a checkpoint was trained on is part of what a resume must match.
+  return RunConfig(
+      logdir=run_settings.logdir, generations=run_settings.generations,
+      max_frames=run_settings.max_frames, resume=run_settings.resume,
+      export=run_settings.export, export_every=run_settings.export_every,
+      target_score=run_settings.target_score, identity=config.env.identity(),
+      env_protocol=config.env, profile_generation=run_settings.profile_generation)
+
+
+def _print_now(line: str) -> None:
+  print(line, flush=True)
+
+
+def build(config: settings_lib.NeuroevolutionConfig,
+          print_fn: Callable[[str], None] = _print_now) -> run_loop.Job:
+  """A GA, ES or random-search run of `config` for `run_loop.run`."""
+  run_settings = run_config(config)
+
+  def make() -> Generations:
+    parts, search = build_search(config, log=print_fn)
+    print_fn(f"[{search.name}] {parts.layout.describe()} | population "
+             f"{config.algorithm.population} | {parts.evaluator.describe()} | "
+             f"{'incremental' if parts.spec.incremental else 'full'} inference")
+    return Generations(search, run_settings, parts.observation_spec, print_fn,
+                       close=parts.evaluator.close)
+
+  return _job(run_settings, make)

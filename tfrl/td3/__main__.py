@@ -8,31 +8,28 @@ from absl import flags
 
 from tfrl import cli
 from tfrl import flagconfig
+from tfrl import run_loop
 from tfrl.layers import flags as layer_flags
 from tfrl.td3 import config as config_lib
-from tfrl.td3 import loop as train_lib
+from tfrl.td3 import loop
 
 flagconfig.define(config_lib.TD3Config)
-flagconfig.define(config_lib.RunOptions)
 layer_flags.define_layer_flags()
 
 FLAGS = flags.FLAGS
 
 
 def config_from_flags(fv=FLAGS) -> config_lib.TD3Config:
-  return flagconfig.build(config_lib.TD3Config, fv=fv)
+  """The TD3Config of the flags (the layer flags give its layer plan and controller)."""
+  layers = layer_flags.layer_flags(fv)
+  return flagconfig.build(config_lib.TD3Config, fv=fv, layer_plan=layers.plan(),
+                          reward_aware=layers.reward_aware())
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-  config = config_from_flags()
-  run = flagconfig.build(config_lib.RunOptions)
-  plan = layer_flags.layer_plan_from_flags(FLAGS)
-  reward_config = layer_flags.reward_aware_config_from_flags(FLAGS)
-  summary = train_lib.train(config, plan, reward_config, run.logdir, resume=run.resume,
-                            export=run.export, resume_without_replay=run.resume_without_replay,
-                            flags_text=FLAGS.flags_into_string())
+  summary = run_loop.run(loop.build(config_from_flags()), flags_text=FLAGS.flags_into_string())
   summary = {k: v for k, v in summary.items() if k != "layers"}
   print(json.dumps(summary))
 

@@ -2,15 +2,29 @@
 (`tfrl/flagconfig.py`: a flag per field, with the field's default and help)."""
 
 import dataclasses
-from typing import Tuple
+from typing import Any, Tuple
 
 from tfrl import flagconfig
 from tfrl.envs.protocol import EnvProtocol
 
 
 @dataclasses.dataclass(frozen=True)
+class RunSettings:
+  """Where a TD3 run writes, and whether it resumes (flags of the same names)."""
+
+  logdir: str = flagconfig.field("/tmp/tfrl_td3",
+                                 "Checkpoints, TensorBoard, summary, export.")
+  resume: bool = flagconfig.field(False, "Resume from the latest checkpoint in --logdir.")
+  resume_without_replay: bool = flagconfig.field(
+      False, "With --resume: accept a checkpoint whose replay buffer is missing and "
+      "start with an empty buffer (else such a resume is refused).")
+  export: bool = flagconfig.field(True, "Export SavedModel policies (live and compressed).")
+
+
+@dataclasses.dataclass(frozen=True)
 class TD3Config:
-  """TD3 hyper-parameters; defaults are Fujimoto et al. (2018) / their repo.
+  """Everything a TD3 run needs; the hyper-parameters' defaults are Fujimoto et
+  al. (2018) / their repo.
 
   Attributes:
     protocol: the env protocol (`tfrl.envs.EnvProtocol`, its flags --env,
@@ -33,6 +47,11 @@ class TD3Config:
     jit_compile: compile the training phase with XLA (fuses the many small
       mask / FFT / optimizer ops, but XLA:CPU matmuls are slower than
       oneDNN: measured 30 vs 5.6 ms per 256x256 dense TD3 update; off).
+    run: where the run writes and whether it resumes (`RunSettings`).
+    layer_plan: the layer variants (a `tfrl.layers` LayerSpec or LayerPlan;
+      None: dense), set from the layer flags.
+    reward_aware: the GST controller's `RewardAwareConfig` (None: its
+      defaults), set from the layer flags.
   """
 
   protocol: EnvProtocol = flagconfig.nested(EnvProtocol, defaults={"env": "Pendulum-v1"})
@@ -56,6 +75,9 @@ class TD3Config:
   log_every: int = flagconfig.field(1000, "Env steps per log line.")
   seed: int = flagconfig.field(0, "Random seed.")
   jit_compile: bool = flagconfig.field(False, "Compile training phases with XLA.")
+  run: RunSettings = flagconfig.nested(RunSettings)
+  layer_plan: Any = None
+  reward_aware: Any = None
 
   def __post_init__(self):
     if self.protocol.is_atari:
@@ -77,16 +99,3 @@ class TD3Config:
         raise ValueError(f"TD3Config.{name} must be >= 0.")
     if self.actor_lr <= 0 or self.critic_lr <= 0:
       raise ValueError("TD3Config learning rates must be > 0.")
-
-
-@dataclasses.dataclass(frozen=True)
-class RunOptions:
-  """Where a TD3 run writes, and whether it resumes (flags of the same names)."""
-
-  logdir: str = flagconfig.field("/tmp/tfrl_td3",
-                                 "Checkpoints, TensorBoard, summary, export.")
-  resume: bool = flagconfig.field(False, "Resume from the latest checkpoint in --logdir.")
-  resume_without_replay: bool = flagconfig.field(
-      False, "With --resume: accept a checkpoint whose replay buffer is missing and "
-      "start with an empty buffer (else such a resume is refused).")
-  export: bool = flagconfig.field(True, "Export SavedModel policies (live and compressed).")

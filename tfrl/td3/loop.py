@@ -1,8 +1,7 @@
 """TD3 as a `run_loop.Algorithm`: a Python actor loop over a gymnasium env,
 training phases in one tf.function call, evaluation and export.
 
-    summary = train(TD3Config(protocol=EnvProtocol(env="Pendulum-v1")), plan,
-                    reward_config, logdir)
+    summary = run_loop.run(build(TD3Config(protocol=EnvProtocol(env="Pendulum-v1"))))
 
 A step of the run is a span of env steps up to the next event: a training
 phase (every `update_every` steps), a log line, an evaluation, a checkpoint
@@ -107,12 +106,10 @@ class TD3Run(run_loop.Algorithm):
 
   name = "td3"
 
-  def __init__(self, config: config_lib.TD3Config, plan=None,
-               reward_config: Optional[gst.RewardAwareConfig] = None,
-               logdir: str = "/tmp/tfrl_td3"):
+  def __init__(self, config: config_lib.TD3Config):
     self.config = config
-    self.plan = spec_lib.as_plan(plan)
-    self.logdir = logdir
+    self.plan = spec_lib.as_plan(config.layer_plan)
+    self.logdir = config.run.logdir
     np.random.seed(config.seed)
     tf.random.set_seed(config.seed)
     self.env = continuous_env(config.protocol)
@@ -123,7 +120,7 @@ class TD3Run(run_loop.Algorithm):
     self.replay = replay_lib.ReplayBuffer(obs_dim, self.learner.action_dim, config.replay_size,
                                           config.seed)
     self.uses_controller = bool(gst.reward_aware_layers(self.learner.networks))
-    self.controller = gst.RewardAwareController(reward_config or gst.RewardAwareConfig())
+    self.controller = gst.RewardAwareController(config.reward_aware or gst.RewardAwareConfig())
     if self.uses_controller:
       self.controller.update(self.learner.networks)  # the initial sparsity
     self.tracker = tl.CompressionTracker()
@@ -281,20 +278,14 @@ class TD3Run(run_loop.Algorithm):
     tf.summary.scalar("eval/return", self.eval_return, step=t)
 
 
-def options(config: config_lib.TD3Config, logdir: str, resume: bool = False,
-            export: bool = True, flags_text: Optional[str] = None) -> run_loop.RunOptions:
-  """How the skeleton runs TD3: a checkpoint every `config.checkpoint_every` env steps."""
-  return run_loop.RunOptions(logdir=logdir, resume=resume, export=export,
-                             checkpoint_every=run_loop.Every(steps=config.checkpoint_every),
-                             flags_text=flags_text)
-
-
-def train(config: config_lib.TD3Config, plan=None,
-          reward_config: Optional[gst.RewardAwareConfig] = None, logdir: str = "/tmp/tfrl_td3",
-          resume: bool = False, export: bool = True, resume_without_replay: bool = False,
-          flags_text: Optional[str] = None) -> dict:
-  """Trains TD3; returns (and writes to `logdir/summary.json`) a summary dict."""
-  store = checkpoints_lib.ReplayCheckpoints(os.path.join(logdir, "checkpoints"),
-                                            resume_without_replay)
-  return run_loop.run(lambda: TD3Run(config, plan, reward_config, logdir), store,
-                      options(config, logdir, resume, export, flags_text))
+def build(config: config_lib.TD3Config) -> run_loop.Job:
+  """A TD3 run for `run_loop.run`: a checkpoint (with its replay buffer,
+  `tfrl.td3.checkpoints`) every `config.checkpoint_every` env steps."""
+  run = config.run
+  return run_loop.Job(
+      make=lambda: TD3Run(config),
+      store=checkpoints_lib.ReplayCheckpoints(os.path.join(run.logdir, "checkpoints"),
+                                              run.resume_without_replay),
+      options=run_loop.RunOptions(
+          logdir=run.logdir, resume=run.resume, export=run.export,
+          checkpoint_every=run_loop.Every(steps=config.checkpoint_every)))
