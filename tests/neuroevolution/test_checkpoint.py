@@ -15,6 +15,7 @@ import tensorflow as tf
 from tfrl import errors
 from tfrl import resume
 from tfrl.neuroevolution import checkpoint
+from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import runner
 from tfrl.neuroevolution.metrics import generation_metrics
 
@@ -233,3 +234,23 @@ class TestFailedWrites:
     state, arrays = checkpoint.load(str(tmp_path))
     assert state["generation"] == 1 and arrays["theta"].tolist() == [1, 1, 1]
     assert not [f for f in os.listdir(tmp_path) if f.endswith(".tmp")]
+
+
+class TestLostWorkers:
+
+  def test_the_message_names_the_generation_of_the_last_checkpoint(self, tmp_path):
+    _run(FakeAlgorithm(), tmp_path, 1)
+    algorithm = FakeAlgorithm()
+    step = algorithm.step
+
+    def lose_workers_in_generation_3():
+      if algorithm.generation == 2:
+        raise evaluators.WorkersLost("every Ray worker was lost")
+      return step()
+
+    algorithm.step = lose_workers_in_generation_3
+    with pytest.raises(evaluators.WorkersLost) as e:
+      _run(algorithm, tmp_path, 5, resume_run=True)
+    assert str(e.value) == (f"every Ray worker was lost; the checkpoint in {tmp_path} holds "
+                            "generation 2 (resume with --resume, with or without Ray)")
+    assert checkpoint.load(str(tmp_path))[0]["generation"] == 2

@@ -128,6 +128,7 @@ class Generations(run_loop.Algorithm):
     self._breakdown: Optional[timing.Breakdown] = None
     self._profiler: Optional[profiling.Window] = None  # profile_generation=N: [N - 1, N)
     self._traced = 0  # the generation the profiler traces
+    self._checkpointed = 0  # the generation of the run's last checkpoint (0: none)
     if config.profile_generation:
       self._profiler = profiling.Window(
           config.logdir, config.profile_generation - 1, config.profile_generation,
@@ -152,6 +153,9 @@ class Generations(run_loop.Algorithm):
   def request_stop(self) -> None:
     self.search.evaluator.stop()
 
+  def begin(self) -> None:
+    self._checkpointed = self.search.generation  # restored, or 0
+
   def step(self) -> str:
     self._breakdown = breakdown = timing.Breakdown()
     number = self.search.generation + 1
@@ -167,8 +171,7 @@ class Generations(run_loop.Algorithm):
     except evaluators.WorkersLost as e:
       raise evaluators.WorkersLost(
           f"{e}; the checkpoint in {self.config.logdir} holds generation "
-          f"{checkpoint.Store(self.config.logdir).saved_generation()} (resume with "
-          f"--resume, with or without Ray)") from e
+          f"{self._checkpointed} (resume with --resume, with or without Ray)") from e
     self.history.append(metrics)
     started = time.perf_counter()
     for part, seconds in metrics.get("time", {}).items():
@@ -186,6 +189,8 @@ class Generations(run_loop.Algorithm):
     metrics (`time`) and TensorBoard (`time/...`), once its checkpoint is written."""
     for part, value in seconds.items():
       self._breakdown.add(part, value)
+    if "checkpoint" in seconds:
+      self._checkpointed = self.search.generation
     if self._profiler is not None:
       self._profiler.stop()  # the trace holds one generation and its checkpoint
     metrics = self.history[-1]
