@@ -236,9 +236,44 @@ class IsaBuildTest(tf.test.TestCase, parameterized.TestCase):
     proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True,
                           text=True, timeout=300, check=True)
     self.assertIn("REFUSED", proc.stdout)
-    self.assertIn("TFRL_POPULATION_ISA must be one of auto, avx512, avx2, sse", proc.stdout)
+    self.assertIn("TFRL_POPULATION_ISA must be one of auto, amx, avx512, avx2, sse", proc.stdout)
     self.assertIn("'avx9000'", proc.stdout)
     self.assertIn("INFO REFUSED", proc.stdout)
+
+  def test_select_isa_chooses_once_per_process(self):
+    # What a replay pins (and --kernel_isa applies): the first choice holds;
+    # a bad one chooses nothing; "auto" reports the build that runs.
+    code = ("import sys; sys.path.insert(0, %r); import numpy as np\n"
+            "from tfrl.ops import population as p\n"
+            "def pick(isa):\n"
+            "  try:\n    print('PICK', isa, p.select_isa(isa))\n"
+            "  except ValueError as e:\n    print('PICK', isa, 'ERROR', e)\n"
+            "pick('avx9000'); pick('sse'); pick('avx2'); pick('auto')\n"
+            "p.population_matmul_op(np.ones((1, 1, 2), np.float32), np.ones((1, 2, 3), "
+            "np.float32), [0])\n"
+            "print('RAN', p.kernel_info()['isa'], p.kernel_info()['calls']['sse'])\n") % ROOT
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    env.pop("TFRL_POPULATION_ISA", None)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, check=True)
+    lines = [l for l in proc.stdout.splitlines() if l.startswith(("PICK", "RAN"))]
+    self.assertEqual(lines[0], "PICK avx9000 ERROR --kernel_isa must be one of auto, amx, "
+                     "avx512, avx2, sse, portable, got 'avx9000'.")
+    self.assertEqual(lines[1], "PICK sse sse")
+    self.assertStartsWith(lines[2], "PICK avx2 ERROR the population kernels of this process "
+                          "already run the sse build")
+    self.assertEqual(lines[3:], ["PICK auto sse", "RAN sse 1"])
+
+  def test_the_variable_overrides_the_choice_and_is_logged(self):
+    code = ("import sys; sys.path.insert(0, %r)\n"
+            "from tfrl.ops import population as p\n"
+            "print('PICK', p.select_isa('avx2'))\n") % ROOT
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TFRL_POPULATION_ISA="sse")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, check=True)
+    self.assertIn("PICK sse", proc.stdout)
+    self.assertIn("environment override TFRL_POPULATION_ISA=sse: overrides --kernel_isa",
+                  proc.stderr)
 
   def test_build_the_cpu_lacks_is_refused(self):
     lacking = [isa for isa in ("avx512", "avx2") if missing_flags(isa)]

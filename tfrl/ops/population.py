@@ -21,13 +21,20 @@ fallback when the compiled library is absent (`use_op=False`), and the
 yardstick of the tests, the fuzzer and the benchmarks.
 
 Every kernel is compiled three times, for AVX-512 (F, DQ, BW), AVX2 + FMA and
-the baseline ('sse' on x86-64), and each process runs one build: the widest
-the CPU runs, or the one the environment variable TFRL_POPULATION_ISA names
-(`avx512`, `avx2`, `sse` or `portable` - both the baseline - or `auto`), read
-once when the first op runs. A build the CPU cannot run, or an unknown name,
-is refused: every population op then fails with InvalidArgumentError saying
-which builds the CPU runs (nothing silently falls back). `active_isa()` and
-`kernel_info()` say which build and paths ran.
+the baseline ('sse' on x86-64), and each process runs one build, chosen once:
+
+    population.select_isa("avx2")   # before the first population op; -> "avx2"
+    population.select_isa()         # "auto": says which build runs (choosing the
+                                    # widest the CPU runs if none was chosen)
+
+`select_isa` takes `KERNEL_ISAS`: auto, amx (the AVX-512 build with the AMX
+tiles of the bfloat16-input convolution, in a library built with
+TFRL_BUILD_AMX=1), avx512, avx2, sse or portable (both the baseline). The
+env protocol's `--kernel_isa` is applied through it (`request_isa`, when the
+library loads) and records what it returns. A build the CPU cannot run is
+refused (ValueError; nothing silently falls back). The environment variable
+TFRL_POPULATION_ISA overrides the choice (`tfrl.ops.overrides`).
+`active_isa()` and `kernel_info()` say which build and paths ran.
 
 Both take an optional epilogue, applied to the active rows right after their
 matmul while they are in cache: `bias` ([P, N], each row's network's bias is
@@ -38,6 +45,7 @@ the batch in the graph). Inactive rows stay zero.
 There is no gradient: neuroevolution does not differentiate its networks.
 """
 
+import re
 from typing import Optional
 
 import tensorflow as tf
@@ -48,9 +56,66 @@ from tfrl.ops import reference
 FAMILY = "population"
 
 
+# The builds `select_isa` takes (the flag --kernel_isa's choices).
+KERNEL_ISAS = ("auto", "amx", "avx512", "avx2", "sse", "portable")
+_requested = ["auto"]  # the build `request_isa` asked for, applied when the library loads
+
+
 def load_library():
-  """The compiled `population` op library; ImportError (with build help) if absent."""
-  return _ops.load_library(FAMILY)
+  """The compiled `population` op library; ImportError (with build help) if absent.
+
+  The first load applies the build `request_isa` asked for (ValueError if
+  the CPU cannot run it).
+  """
+  first = not _ops.is_loaded(FAMILY)
+  library = _ops.load_library(FAMILY)
+  if first and _requested[0] != "auto":
+    _select(library, _requested[0])
+  return library
+
+
+def loaded() -> bool:
+  """Whether this process has loaded the library (its kernels may have run)."""
+  return _ops.is_loaded(FAMILY)
+
+
+def _select(library, isa: str) -> str:
+  if isa not in KERNEL_ISAS:
+    raise ValueError(f"--kernel_isa must be one of {', '.join(KERNEL_ISAS)}, got {isa!r}.")
+  try:
+    return library.population_select_isa(isa=isa).numpy().decode()
+  except (tf.errors.InvalidArgumentError, tf.errors.FailedPreconditionError) as e:
+    message = re.sub(r"^\{\{[^}]*\}\}\s*", "", e.message.strip().splitlines()[0])
+    raise ValueError(re.sub(r"\s*\[Op:.*$", "", message)) from None
+
+
+def select_isa(isa: str = "auto") -> str:
+  """Chooses the build the population kernels of this process run; returns
+  the build that runs ('amx', 'avx512', 'avx2', 'sse' or 'portable').
+
+  The choice is made once per process, by the first call (or else by the
+  first population op, as "auto"); "auto" chooses the widest build the CPU
+  runs if none was chosen, else keeps the one chosen. TFRL_POPULATION_ISA,
+  when set, overrides `isa`.
+
+  Raises:
+    ValueError: an unknown build, one this CPU (or this library) cannot run
+      (nothing is chosen then), or another build than `isa` already chosen.
+    ImportError: the library is not built.
+  """
+  return _select(load_library(), isa)
+
+
+def request_isa(isa: str) -> None:
+  """Asks for build `isa` without loading the library: applied when it loads
+  (at once if it is loaded). What `make_env` does with --kernel_isa, so that
+  a process that never runs a population kernel (an evaluation) never
+  checks the build against its CPU."""
+  if isa not in KERNEL_ISAS:
+    raise ValueError(f"--kernel_isa must be one of {', '.join(KERNEL_ISAS)}, got {isa!r}.")
+  _requested[0] = isa
+  if loaded():
+    select_isa(isa)
 
 
 def have_op() -> bool:
@@ -66,7 +131,7 @@ def kernel_info() -> dict:
   """Which builds the population kernels of this process run, and ran.
 
   Returns a dict: 'isa', the build every kernel runs ('avx512', 'avx2' or
-  'sse'; see the module doc for TFRL_POPULATION_ISA); 'cpu_isas', the builds
+  'sse'; see the module doc and `select_isa`); 'cpu_isas', the builds
   this CPU runs, widest first; 'amx', whether the bfloat16-input convolution
   runs in AMX tiles; 'calls', {path: op calls computed on it so far}, for
   the paths 'sse', 'avx2', 'avx512' and 'amx'; 'gemm_calls', {strategy:
@@ -77,7 +142,8 @@ def kernel_info() -> dict:
   (TFRL_BUILD_DELTA_CONV2D=1).
 
   Raises InvalidArgumentError when TFRL_POPULATION_ISA names an unknown build
-  or one this CPU cannot run (the ops refuse to run then too).
+  or one this CPU cannot run (the ops refuse to run then too). Chooses the
+  build ("auto") if none was chosen yet.
   """
   isa, cpu, amx, names, calls, options = load_library().population_kernel_info()
   counts = {n.decode(): int(c) for n, c in zip(names.numpy(), calls.numpy())}

@@ -1,10 +1,13 @@
-// Which ISA build the population kernels run (TFRL_POPULATION_ISA, read once
-// per process; see population_isa.h), the count of op calls on each path,
-// and the kernel of PopulationKernelInfo, which reports both (see
+// Which ISA build the population kernels run (chosen once per process: by
+// the first SelectIsa, the PopulationSelectIsa op, or else the first kernel,
+// with the environment variable TFRL_POPULATION_ISA as an override; see
+// population_isa.h), the count of op calls on each path, and the kernels of
+// PopulationKernelInfo and PopulationSelectIsa, which report both (see
 // population_ops.cc).
 
 #include <atomic>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -25,9 +28,12 @@ using tensorflow::Status;
 namespace errors = tensorflow::errors;
 
 constexpr char kEnvVar[] = "TFRL_POPULATION_ISA";
+constexpr char kNoAmxVar[] = "TFRL_POPULATION_NO_AMX";
+constexpr char kNames[] = "auto, amx, avx512, avx2, sse or portable";
 
 struct IsaChoice {
   Isa isa = Isa::kBaseline;
+  bool amx = false;  // the bfloat16-input convolution runs in AMX tiles
   Status status;
 };
 
@@ -42,19 +48,36 @@ std::string CpuIsaList() {
   return list;
 }
 
-IsaChoice Choose() {
+bool AmxUsable() {
+#if TFRL_POPULATION_AMX
+  return AmxBf16Usable();  // false when TFRL_POPULATION_NO_AMX is set
+#else
+  return false;  // not in this build (TFRL_BUILD_AMX=1 compiles it in)
+#endif
+}
+
+// The override variable's value, or nullptr when it is unset or empty.
+const char* Override() {
+  const char* value = std::getenv(kEnvVar);
+  return value != nullptr && *value != '\0' ? value : nullptr;
+}
+
+// The choice `value` names ("" or "auto": the widest the CPU runs, AMX tiles
+// where usable); `what` names the value in errors.
+IsaChoice Resolve(const std::string& value, const std::string& what) {
   IsaChoice choice;
-  for (int i = kNumIsas - 1; i >= 0; --i) {  // the widest the CPU runs
-    if (CpuRunsIsa(static_cast<Isa>(i))) {
-      choice.isa = static_cast<Isa>(i);
-      break;
+  if (value.empty() || value == "auto") {
+    for (int i = kNumIsas - 1; i >= 0; --i) {  // the widest the CPU runs
+      if (CpuRunsIsa(static_cast<Isa>(i))) {
+        choice.isa = static_cast<Isa>(i);
+        break;
+      }
     }
+    choice.amx = choice.isa == Isa::kAvx512 && AmxUsable();
+    return choice;
   }
-  const char* env = std::getenv(kEnvVar);
-  const std::string value = env == nullptr ? "" : env;
-  if (value.empty() || value == "auto") return choice;
   Isa wanted;
-  if (value == "avx512") {
+  if (value == "amx" || value == "avx512") {
     wanted = Isa::kAvx512;
   } else if (value == "avx2") {
     wanted = Isa::kAvx2;
@@ -62,19 +85,62 @@ IsaChoice Choose() {
     wanted = Isa::kBaseline;
   } else {
     choice.status = errors::InvalidArgument(
-        kEnvVar, " must be one of auto, avx512, avx2, sse or portable (sse and portable "
-        "both name the baseline build), got '", value, "'");
+        what, " must be one of ", kNames, " (sse and portable both name the baseline "
+        "build), got '", value, "'");
     return choice;
   }
   if (!CpuRunsIsa(wanted)) {
     choice.status = errors::InvalidArgument(
-        kEnvVar, "=", value, " asks for the ", IsaName(wanted),
+        what, "=", value, " asks for the ", IsaName(wanted),
         " build of the population kernels, which this CPU cannot run; builds it runs: ",
-        CpuIsaList(), " (or unset the variable for the widest)");
+        CpuIsaList(), " (or auto for the widest)");
     return choice;
   }
   choice.isa = wanted;
+  if (value == "amx") {
+    choice.amx = AmxUsable();
+#if !TFRL_POPULATION_AMX
+    choice.status = errors::InvalidArgument(
+        what, "=amx needs a library built with the AMX option (TFRL_BUILD_AMX=1)");
+#else
+    // TFRL_POPULATION_NO_AMX overrides the request; otherwise tiles the CPU
+    // or the OS refuses are an error, not a quiet fallback.
+    if (!choice.amx && std::getenv(kNoAmxVar) == nullptr) {
+      choice.status = errors::InvalidArgument(
+          what, "=amx asks for AMX tiles, which this CPU (or its OS) does not grant; "
+          "builds it runs: ", CpuIsaList());
+    }
+#endif
+  }
   return choice;
+}
+
+// The choice of `requested`, or the override's when the variable is set.
+IsaChoice Choose(const std::string& requested) {
+  const char* forced = Override();
+  if (forced != nullptr) return Resolve(forced, kEnvVar);
+  return Resolve(requested, "--kernel_isa");
+}
+
+std::mutex g_choice_mu;
+std::atomic<const IsaChoice*> g_choice{nullptr};
+
+// The process's choice, made now from `requested` if none was made yet.
+const IsaChoice& Decide(const std::string& requested) {
+  const IsaChoice* choice = g_choice.load(std::memory_order_acquire);
+  if (choice != nullptr) return *choice;
+  std::lock_guard<std::mutex> lock(g_choice_mu);
+  choice = g_choice.load(std::memory_order_relaxed);
+  if (choice == nullptr) {
+    choice = new IsaChoice(Choose(requested));
+    g_choice.store(choice, std::memory_order_release);
+  }
+  return *choice;
+}
+
+// "amx" when the tiles run beside the AVX-512 build, else the build's name.
+std::string EffectiveName(const IsaChoice& choice) {
+  return choice.amx ? "amx" : IsaName(choice.isa);
 }
 
 std::atomic<int64_t> g_calls[kNumPaths];
@@ -117,18 +183,32 @@ bool CpuRunsIsa(Isa isa) {
 }
 
 Status ActiveIsa(Isa* isa) {
-  static const IsaChoice* choice = new IsaChoice(Choose());
-  *isa = choice->isa;
-  return choice->status;
+  const IsaChoice& choice = Decide("auto");
+  *isa = choice.isa;
+  return choice.status;
+}
+
+Status SelectIsa(const std::string& requested, std::string* running) {
+  // A bad request is refused before it chooses anything for the process.
+  const bool overridden = Override() != nullptr;
+  const IsaChoice wanted = Resolve(requested, "--kernel_isa");
+  if (!overridden && !wanted.status.ok()) return wanted.status;
+  const IsaChoice& choice = Decide(requested);
+  if (!choice.status.ok()) return choice.status;
+  *running = EffectiveName(choice);
+  const bool any = requested.empty() || requested == "auto";
+  if (!overridden && !any && EffectiveName(wanted) != *running) {
+    return errors::FailedPrecondition(
+        "the population kernels of this process already run the ", *running,
+        " build (chosen by the first population op or selection); --kernel_isa=", requested,
+        " must be chosen before any population op runs, or in a new process");
+  }
+  return Status();
 }
 
 bool AmxActive(Isa isa) {
-#if TFRL_POPULATION_AMX
-  return isa == Isa::kAvx512 && AmxBf16Usable();
-#else
-  (void)isa;
-  return false;  // not in this build (TFRL_BUILD_AMX=1 compiles it in)
-#endif
+  const IsaChoice& choice = Decide("auto");
+  return isa == Isa::kAvx512 && choice.isa == Isa::kAvx512 && choice.amx;
 }
 
 std::vector<std::string> BuildOptions() {
@@ -179,7 +259,7 @@ class PopulationKernelInfoOp : public OpKernel {
     for (size_t i = 0; i < cpu.size(); ++i)
       out->vec<tstring>()(i) = tfrl::population::IsaName(cpu[i]);
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({}), &out));
-    // A narrower TFRL_POPULATION_ISA turns the AMX tiles off.
+    // Only beside the AVX-512 build, and not when amx was not chosen.
     out->scalar<bool>()() = tfrl::population::AmxActive(isa);
     Tensor* names = nullptr;
     Tensor* calls = nullptr;
@@ -197,6 +277,26 @@ class PopulationKernelInfoOp : public OpKernel {
 };
 
 REGISTER_KERNEL_BUILDER(Name("PopulationKernelInfo").Device(DEVICE_CPU), PopulationKernelInfoOp);
+
+class PopulationSelectIsaOp : public OpKernel {
+ public:
+  explicit PopulationSelectIsaOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("isa", &isa_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    std::string running;
+    OP_REQUIRES_OK(ctx, tfrl::population::SelectIsa(isa_, &running));
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &out));
+    out->scalar<tstring>()() = running;
+  }
+
+ private:
+  std::string isa_;
+};
+
+REGISTER_KERNEL_BUILDER(Name("PopulationSelectIsa").Device(DEVICE_CPU), PopulationSelectIsaOp);
 
 }  // namespace
 }  // namespace tensorflow

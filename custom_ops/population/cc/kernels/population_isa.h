@@ -47,17 +47,27 @@ const char* PathName(Path path);
 bool CpuRunsIsa(Isa isa);
 
 // The build every population kernel of this process runs, decided once per
-// process: the one the environment variable TFRL_POPULATION_ISA names
-// (avx512, avx2, sse or portable - the last two both mean the baseline - or
-// auto), else the widest the CPU runs. An unknown name, or a build the CPU
-// cannot run, is an InvalidArgument error (the kernels then refuse to run
-// instead of silently running another build).
+// process: by the first SelectIsa, else by the first kernel built (auto).
+// The environment variable TFRL_POPULATION_ISA, when set, overrides the
+// requested build (avx512, avx2, sse or portable - the last two both mean
+// the baseline -, amx or auto; the widest the CPU runs by default). An
+// unknown name, or a build the CPU cannot run, is an InvalidArgument error
+// (the kernels then refuse to run instead of silently running another build).
 tensorflow::Status ActiveIsa(Isa* isa);
+
+// Chooses the process's build from `requested` (one of the names above) if
+// none is chosen yet, and sets *running to the one that runs ("amx" when the
+// bfloat16-input convolution runs in AMX tiles beside the AVX-512 build).
+// A bad request chooses nothing (InvalidArgument); a request other than auto
+// after another build was chosen is FailedPrecondition (unless the
+// environment variable overrides both).
+tensorflow::Status SelectIsa(const std::string& requested, std::string* running);
 
 // Whether the bfloat16-input convolution runs in AMX tiles beside build
 // `isa`: only in a library built with the AMX option (TFRL_POPULATION_AMX),
 // only beside the AVX-512 build (the tiles' conversions are AVX-512
-// instructions), and only where AmxBf16Usable() (population_amx.h).
+// instructions), only where AmxBf16Usable() (population_amx.h), and only
+// when the chosen build is auto or amx (avx512 chooses no tiles).
 bool AmxActive(Isa isa);
 
 // The optional parts compiled into this library, off by default: "amx"

@@ -272,17 +272,18 @@ Which builds the population kernels of this process run, and how often each ran.
 
 Every kernel (GEMM, convolution, delta ops) is compiled three times: AVX-512
 (F, DQ, BW), AVX2 + FMA, and the baseline ('sse' on x86-64, 'portable'
-elsewhere). One build is chosen per process: the widest the CPU runs, or the
-one the environment variable TFRL_POPULATION_ISA names (avx512, avx2, sse or
-portable; auto or unset for the widest), read once. A name the CPU cannot
-run, or an unknown one, fails every population op (and this one) with
-InvalidArgument instead of running another build.
+elsewhere). One build is chosen per process: the one PopulationSelectIsa
+chose, else the widest the CPU runs; the environment variable
+TFRL_POPULATION_ISA (avx512, avx2, sse, portable, amx or auto), read once,
+overrides both. A name the CPU cannot run, or an unknown one, in the
+variable fails every population op (and this one) with InvalidArgument
+instead of running another build.
 
 isa: the build chosen for this process.
 cpu_isas: the builds this CPU runs, widest first.
 amx: whether the bfloat16-input convolution runs in AMX tiles (the library
   is built with the AMX option, the CPU and OS allow the tiles,
-  TFRL_POPULATION_NO_AMX is unset and the AVX-512 build is chosen).
+  TFRL_POPULATION_NO_AMX is unset and amx or auto chose the AVX-512 build).
 path_names: ['sse' or 'portable', 'avx2', 'avx512', 'amx', 'gemm_streamed',
   'gemm_k_chunked', 'gemm_tiles', 'delta_circulant'].
 path_calls: how many op calls computed on each path so far in this process
@@ -291,6 +292,32 @@ path_calls: how many op calls computed on each path so far in this process
   circulant kernel).
 options: the optional parts compiled into the library, off by default:
   'amx' (TFRL_BUILD_AMX=1), 'delta_conv2d' (TFRL_BUILD_DELTA_CONV2D=1).
+)doc");
+
+REGISTER_OP("PopulationSelectIsa")
+    .Attr("isa: {'auto', 'amx', 'avx512', 'avx2', 'sse', 'portable'} = 'auto'")
+    .Output("running: string")
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) {
+      c->set_output(0, c->Scalar());
+      return OkStatus();
+    })
+    .Doc(R"doc(
+Chooses the build the population kernels of this process run, and says which runs.
+
+The choice is made once per process: by the first call of this op, or else
+by the first population kernel built (as with isa = 'auto'). isa: 'auto'
+(the widest build the CPU runs, with AMX tiles where usable, or whichever
+build was already chosen), 'amx' (the AVX-512 build with the AMX tiles of
+the bfloat16-input convolution, in a library built with the AMX option),
+'avx512', 'avx2', 'sse' or 'portable' (both the baseline). The environment
+variable TFRL_POPULATION_ISA, when set, overrides isa.
+
+running: the build that runs: 'amx', 'avx512', 'avx2', 'sse' or 'portable'.
+
+A build this CPU (or this library) cannot run is InvalidArgument, and
+chooses nothing; another build than isa (not 'auto') chosen already is
+FailedPrecondition.
 )doc");
 
 }  // namespace tensorflow
