@@ -36,6 +36,7 @@ from typing import Callable, Dict, List, Optional
 import numpy as np
 
 from tfrl import flagconfig
+from tfrl import ray_cluster
 from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import genome as genome_lib
 from tfrl.neuroevolution import normalization
@@ -45,9 +46,7 @@ Genome = genome_lib.Genome
 
 
 WorkersLost = evaluators.WorkersLost
-# Set to "0" before Ray is imported, Ray gives its nodes the loopback address
-# (it was meant for single-machine Ray on Windows and macOS).
-LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+LOOPBACK_ENV = ray_cluster.LOOPBACK_ENV
 
 
 @dataclasses.dataclass(frozen=True)
@@ -204,26 +203,12 @@ class RayEvaluator(evaluators.Evaluator):
 
   def __init__(self, spec: worker_lib.WorkerSpec, config: RayConfig, table=None,
                log: Callable[[str], None] = print):
-    if config.address == "local":
-      # A Ray instance of this process serves this machine only: its nodes
-      # take the loopback address rather than the machine's network address.
-      os.environ.setdefault(LOOPBACK_ENV, "0")
-    try:
-      import ray  # pylint: disable=import-outside-toplevel
-    except ImportError as e:
-      raise ImportError("--ray_address needs Ray: pip install -e '.[ray]'") from e
+    ray, self._started_ray = ray_cluster.connect(
+        config.address, object_store_memory=_object_store_bytes(spec))
     self._ray = ray
     self.spec = spec
     self.config = config
     self.log = log
-    self._started_ray = False
-    if not ray.is_initialized():
-      self._started_ray = True
-      if config.address == "local":
-        ray.init(address="local", include_dashboard=False, log_to_driver=True,
-                 object_store_memory=_object_store_bytes(spec))
-      else:
-        ray.init(address=config.address, log_to_driver=True)
     self._stop = threading.Event()
     self._remote = ray.remote(PopulationWorker)
     self._table_ref = None
@@ -453,8 +438,7 @@ class RayEvaluator(evaluators.Evaluator):
       except Exception:  # pylint: disable=broad-except
         pass
     self._workers.clear()
-    if self._started_ray and self._ray.is_initialized():
-      self._ray.shutdown()
+    ray_cluster.disconnect(self._ray, self._started_ray)
 
   def describe(self) -> str:
     return (f"ray: {self.workers_alive} workers x {self.spec.num_envs} slots in "
