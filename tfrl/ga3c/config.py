@@ -9,6 +9,7 @@ import dataclasses
 from typing import Any, Optional, Tuple
 
 from tfrl import flagconfig
+from tfrl import ray_cluster
 from tfrl.envs.protocol import EnvProtocol
 
 LOSSES = ("a3c", "vtrace", "appo")          # tfrl.ga3c.losses.LOSSES
@@ -42,7 +43,7 @@ class GA3CConfig:
 
   # Machinery.
   agents: int = flagconfig.field(
-      16, "Number of agents (NA) at start.")
+      16, "Number of agents (NA) at start (0: none, only the --ray_address runners).")
   predictors: int = flagconfig.field(
       1, "Number of predictor loops (NP) at start.")
   trainers: int = flagconfig.field(
@@ -145,6 +146,19 @@ class GA3CConfig:
   # ones); None: its defaults.
   reward_aware: Any = None
 
+  # Remote env runners on Ray (tfrl/ga3c/remote_feed.py, docs/scaling.md).
+  ray_address: str = flagconfig.field(
+      "", "'' (default): no Ray. 'local': start a Ray instance inside this process, on the "
+      "loopback address. 'auto' or HOST:PORT: join a running Ray cluster. With an address, "
+      "--ray_runners Ray actors play segments for the learner too, each with its own env "
+      "slots (--max_agents x --envs_per_agent), predictor and copy of the network.")
+  ray_runners: int = flagconfig.field(
+      2, "Ray actors that play segments (with --ray_address); a lost one is replaced.")
+  ray_runner_cpus: float = flagconfig.field(
+      1.0, "CPUs each Ray runner reserves; its TF thread pools are sized to them.")
+  ray_broadcast_every: int = flagconfig.field(
+      5, "Optimizer steps between the learner's weight broadcasts to the Ray runners.")
+
   # Run.
   logdir: str = flagconfig.field(
       "/tmp/tfrl_ga3c", "Directory for checkpoints, TensorBoard summaries, the SavedModel "
@@ -171,7 +185,17 @@ class GA3CConfig:
       None, "Stop once the rolling score over --score_window episodes reaches this.")
 
   def __post_init__(self):
-    for name in ("agents", "predictors", "trainers", "envs_per_agent", "t_max",
+    ray_cluster.check_address(self.ray_address)
+    if self.agents < 0 or (self.agents == 0 and not self.ray_address):
+      raise ValueError(f"agents must be >= 1 (0 only with --ray_address, to play on the Ray "
+                       f"runners alone), got {self.agents}.")
+    if self.agents == 0 and self.dynamic_adjustment:
+      raise ValueError("--dynamic_adjustment needs local agents: --agents >= 1.")
+    if self.ray_runners < 1 or self.ray_broadcast_every < 1 or self.ray_runner_cpus <= 0:
+      raise ValueError(f"ray_runners and ray_broadcast_every must be >= 1 and "
+                       f"ray_runner_cpus > 0, got {self.ray_runners}, "
+                       f"{self.ray_broadcast_every}, {self.ray_runner_cpus}.")
+    for name in ("predictors", "trainers", "envs_per_agent", "t_max",
                  "prediction_batch_size", "prediction_queue_size",
                  "training_queue_size", "max_agents", "max_predictors",
                  "max_trainers", "epochs", "minibatches"):
