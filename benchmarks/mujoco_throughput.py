@@ -25,7 +25,8 @@ Rows, each measured once per round (interleaved rounds), random play:
     (its population network, head, observation normalization, slots and
     slot groups, elite or centre evaluation included) from its seed; env steps
     from its frame counter. On the MuJoCo ops, and again on gymnasium's envs
-    (TFRL_MUJOCO_OPS=0, the code before the ops): same results, other speed.
+    (--env_implementation=gymnasium, the code before the ops): same results,
+    other speed.
   * `tfrl <algorithm>, ray N workers` (with --ray_workers=N): the same on a
     local Ray instance on 127.0.0.1, one worker per core, --num_envs / N
     slots each.
@@ -172,21 +173,6 @@ def ops_env_rate(env_id: str, num_envs: int, seconds: float) -> float:
   return rate
 
 
-def _gymnasium_envs(run):
-  """run() with make_env on gymnasium's envs (TFRL_MUJOCO_OPS=0)."""
-  def wrapped():
-    saved = os.environ.get("TFRL_MUJOCO_OPS")
-    os.environ["TFRL_MUJOCO_OPS"] = "0"
-    try:
-      return run()
-    finally:
-      if saved is None:
-        os.environ.pop("TFRL_MUJOCO_OPS")
-      else:
-        os.environ["TFRL_MUJOCO_OPS"] = saved
-  return wrapped
-
-
 def tfrl_rate(preset: str, extra, seconds: float, ray_workers: int = 0) -> dict:
   """Env steps/s of whole generations of the preset's algorithm, from its seed."""
   import dataclasses  # pylint: disable=import-outside-toplevel
@@ -227,7 +213,8 @@ def _rows(config, env_id, num_envs, processes, seconds):
       (f"tfrl {config}, local", "tfrl",
        lambda: tfrl_rate(_PRESET.value, _OVERRIDES.value, seconds)),
       (f"tfrl {config}, local, gymnasium envs", "tfrl",
-       _gymnasium_envs(lambda: tfrl_rate(_PRESET.value, _OVERRIDES.value, seconds))),
+       lambda: tfrl_rate(_PRESET.value, _OVERRIDES.value + ["env_implementation=gymnasium"],
+                         seconds)),
   ]
   if _RAY_WORKERS.value:
     rows.append((f"tfrl {config}, ray {_RAY_WORKERS.value} workers", "tfrl",

@@ -9,21 +9,20 @@ exit). So `tfrl.recording` replays the episode it records in this child,
 which imports gymnasium and numpy only: it reads pickled (command, argument)
 pairs on stdin (`reset` with a seed, `step` with an action, `render`,
 `close`) and answers each with a pickled ("ok", result) or ("error", line)
-on its stdout. The env is made as `tfrl.envs.GymEnv` makes it: the id's own
-time limit, and MAX_EPISODE_STEPS (> 0) on top.
+on its stdout. The env is made as `tfrl.envs.GymEnv` makes it
+(`tfrl.envs.gym_make.make_gymnasium`): the id's own time limit, and
+MAX_EPISODE_STEPS (> 0) on top.
 """
 
 import os
 import pickle
 import sys
 
-import gymnasium as gym
+from tfrl.envs.gym_make import make_gymnasium
 
 
 def serve(env_id: str, max_episode_steps: int, requests, replies) -> None:
-  env = gym.make(env_id, render_mode="rgb_array")
-  if max_episode_steps > 0:
-    env = gym.wrappers.TimeLimit(env, max_episode_steps)
+  env = make_gymnasium(env_id, max_episode_steps, render_mode="rgb_array")
   while True:
     try:
       command, argument = pickle.load(requests)

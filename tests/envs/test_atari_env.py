@@ -10,7 +10,7 @@ from ale_py import roms
 import numpy as np
 import tensorflow as tf
 
-from tfrl.envs import AtariEnv
+from tfrl.envs import AtariEnv, EnvProtocol
 from tfrl.ops import ale as ale_ops
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -224,7 +224,9 @@ class PreprocessingTest(tf.test.TestCase, parameterized.TestCase):
       self.assertAllEqual(a, b)
 
   def test_truncation_at_frame_cap(self):
+    # The protocol's cap: 200 frames of play.
     env = AtariEnv("Pong", 1, noop_max=0, fire_reset=False, max_episode_frames=200)
+    self.assertEqual(env.max_episode_steps, 50)
     env.reset()
     truncated_at = []
     for t in range(120):
@@ -236,11 +238,23 @@ class PreprocessingTest(tf.test.TestCase, parameterized.TestCase):
     # 200 frames at 4 frames per step: the 50th step of each episode.
     self.assertEqual(truncated_at, [49, 99])
 
+  def test_ales_own_frame_cap_counts_from_the_reset(self):
+    # The op's max_episode_frames (ALE's 108,000 in every protocol), here 200:
+    # ALE counts the reset's frames too (none without no-ops and FIRE).
+    from tfrl.envs import atari_env  # pylint: disable=import-outside-toplevel
+    handle = ale_ops.env_create(game="pong", rom_directory=atari_env.default_rom_directory(),
+                                num_envs=1, noop_max=0, fire_reset=False,
+                                max_episode_frames=200)
+    ale_ops.reset(handle, [0], tf.zeros([0], tf.int64))
+    truncated_at = [t for t in range(60)
+                    if bool(ale_ops.step(handle, [0], [0], auto_reset=True)[2][0])]
+    self.assertEqual(truncated_at, [49])
+
   def test_step_cap_counts_steps_not_the_no_op_start(self):
     # Slot 0 steps every call, slot 1 every other: their caps come at their own
     # 30th step, whatever their (random) no-op starts; until then each plays
     # the game an uncapped env of the same seed plays.
-    capped = AtariEnv("Pong", 2, noop_max=30, seed=4, max_episode_steps=30)
+    capped = AtariEnv("Pong", 2, noop_max=30, seed=4, max_episode_frames=120)  # 30 steps
     free = AtariEnv("Pong", 2, noop_max=30, seed=4)
     step = tf.function(lambda a, i: capped.step(a, i))  # in a graph too
     self.assertAllEqual(capped.reset(), free.reset())
@@ -259,11 +273,13 @@ class PreprocessingTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(ends, {0: [29, 59], 1: [58]})
 
   def test_step_cap_without_auto_reset_and_reset_counts_anew(self):
-    env = AtariEnv("Pong", 1, noop_max=0, fire_reset=False, max_episode_steps=3,
-                   auto_reset=False)
+    env = AtariEnv("Pong", 1, noop_max=0, fire_reset=False, max_episode_frames=12,
+                   auto_reset=False)  # 3 steps
     env.reset()
     outcomes = [tuple(bool(x[0]) for x in env.step_detailed([0])[3:]) for _ in range(3)]
     self.assertEqual(outcomes, [(False, False), (False, False), (True, True)])
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "needs a reset"):
+      env.step([0])
     env.reset()  # a new episode: three steps again
     env.step([0])
     env.reset()
@@ -494,6 +510,27 @@ class BadInputTest(tf.test.TestCase):
         AtariEnv("Pong", 1, **kwargs)
     with self.assertRaises(ValueError):
       AtariEnv("Pong", 0)
+    # The protocol's checks, once: the same messages as make_env's.
+    with self.assertRaisesRegex(ValueError, "--noop_max must be an int >= 0"):
+      AtariEnv("Pong", 1, noop_max=-1)
+    with self.assertRaisesRegex(TypeError, r"unexpected argument\(s\) \['max_episode_steps'\]"):
+      AtariEnv("Pong", 1, max_episode_steps=3)
+    with self.assertRaisesRegex(TypeError, r"a protocol and also \['noop_max'\]"):
+      AtariEnv(EnvProtocol(game="pong"), 1, noop_max=0)
+    with self.assertRaisesRegex(ValueError, "CartPole-v1 is a gymnasium id"):
+      AtariEnv(EnvProtocol(env="CartPole-v1"), 1)
+
+  def test_a_game_name_and_its_protocol_make_the_same_env(self):
+    by_name = AtariEnv("ALE/Breakout-v5", 2, seed=3, noop_max=5, max_episode_frames=400)
+    protocol = EnvProtocol(game="ALE/Breakout-v5", noop_max=5, max_episode_frames=400)
+    by_protocol = AtariEnv(protocol, 2, seed=3)
+    self.assertEqual(by_name.protocol, protocol.resolved())
+    self.assertEqual(by_name.protocol.repeat_action_probability, 0.25)  # the v5 id's
+    self.assertEqual(by_protocol.max_episode_steps, 100)
+    self.assertAllEqual(by_name.reset(), by_protocol.reset())
+    for t in range(30):
+      for x, y in zip(by_name.step([t % 4] * 2), by_protocol.step([t % 4] * 2)):
+        self.assertAllEqual(x, y)
 
   def test_op_rejects_attrs_that_would_crash_or_hang(self):
     # The raw op (no Python checks in front): values that wrapped around in

@@ -4,7 +4,6 @@ actions: observations bit for bit, rewards and episode ends equal."""
 
 import os
 import sys
-from unittest import mock
 
 import numpy as np
 import tensorflow as tf
@@ -100,14 +99,22 @@ class MujocoEnvTest(tf.test.TestCase):
   def test_make_env_picks_the_ops_unless_told_not_to(self):
     protocol = EnvProtocol(env="HalfCheetah-v5")
     self.assertIsInstance(make_env(protocol, 2), MujocoEnv)
-    with mock.patch.dict(os.environ, {"TFRL_MUJOCO_OPS": "0"}):
-      self.assertIsInstance(make_env(protocol, 2), GymEnv)
-    with mock.patch.dict(os.environ, {"TFRL_MUJOCO_OPS": "yes"}):
-      with self.assertRaisesRegex(ValueError, "TFRL_MUJOCO_OPS must be 0 or 1, got 'yes'"):
-        make_env(protocol, 2)
+    self.assertEqual(protocol.resolved().env_implementation, "ops")  # what a run records
+    on_gymnasium = EnvProtocol(env="HalfCheetah-v5", env_implementation="gymnasium")
+    self.assertIsInstance(make_env(on_gymnasium, 2), GymEnv)
+    self.assertEqual(on_gymnasium.identity()["env_implementation"], "gymnasium")
+    explicit = EnvProtocol(env="HalfCheetah-v5", env_implementation="ops")
+    self.assertIsInstance(make_env(explicit, 1), MujocoEnv)
     # A render mode needs gymnasium's renderer; other tasks are gymnasium's.
     self.assertIsInstance(make_env(protocol, 1, render_mode="rgb_array"), GymEnv)
     self.assertIsInstance(make_env(EnvProtocol(env="InvertedPendulum-v5"), 1), GymEnv)
+    self.assertEqual(EnvProtocol(env="InvertedPendulum-v5").resolved().env_implementation,
+                     "gymnasium")
+    with self.assertRaisesRegex(ValueError, "do not take \\['render_mode'\\].*use gymnasium"):
+      make_env(explicit, 1, render_mode="rgb_array")
+    with self.assertRaisesRegex(ValueError, "the MuJoCo ops serve HalfCheetah-v5, Humanoid-v5, "
+                                "not InvertedPendulum-v5"):
+      make_env(EnvProtocol(env="InvertedPendulum-v5", env_implementation="ops"), 1)
 
   def test_bad_input_is_refused_and_changes_nothing(self):
     env = MujocoEnv("HalfCheetah-v5", 2, seed=0, auto_reset=False)
@@ -217,13 +224,13 @@ class EpisodeLimitAndNonFiniteActionsTest(tf.test.TestCase):
 
 class SameRunOnEitherEnvTest(tf.test.TestCase):
 
-  def run_preset(self, ops: str, env_class: str):
-    """Three generations of a small es_halfcheetah on MujocoEnv ("1") or GymEnv ("0")."""
-    with mock.patch.dict(os.environ, {"TFRL_MUJOCO_OPS": ops}):
-      kind, config = preset_runs.config(
-          "es_halfcheetah", ["population=8", "num_envs=4", "max_episode_frames=80",
-                             "center_episodes=1", "obs_norm_fraction=0.5", "seed=5"])
-      setup, algorithm = preset_runs.build(kind, config)
+  def run_preset(self, implementation: str, env_class: str):
+    """Three generations of a small es_halfcheetah on MujocoEnv (ops) or GymEnv (gymnasium)."""
+    _, config = preset_runs.config(
+        "es_halfcheetah", ["population=8", "num_envs=4", "max_episode_frames=80",
+                           "center_episodes=1", "obs_norm_fraction=0.5", "seed=5",
+                           f"env_implementation={implementation}"])
+    setup, algorithm = preset_runs.build(config)
     try:
       self.assertIn(f"({env_class})", setup.evaluator.describe())
       scores = [{k: m[k] for k in ("best", "mean", "elite", "frames")}
@@ -233,7 +240,7 @@ class SameRunOnEitherEnvTest(tf.test.TestCase):
       setup.evaluator.close()
 
   def test_es_preset_gives_the_same_run_on_the_ops_and_on_gymnasium(self):
-    ours, theirs = self.run_preset("1", "MujocoEnv"), self.run_preset("0", "GymEnv")
+    ours, theirs = self.run_preset("ops", "MujocoEnv"), self.run_preset("gymnasium", "GymEnv")
     self.assertEqual(ours[0], theirs[0])
     self.assertAllEqual(ours[1], theirs[1])  # the centre, bit for bit
     self.assertEqual(sorted(ours[2]), sorted(theirs[2]))

@@ -1,6 +1,9 @@
 """EnvProtocol (JSON round trip, checks), make_env and the shared episode loop."""
 
 import json
+import os
+import subprocess
+import sys
 
 from absl.testing import parameterized
 import numpy as np
@@ -9,6 +12,7 @@ import tensorflow as tf
 from tfrl import resume
 from tfrl.envs import EnvProtocol, GymEnv, make_env, play_episodes
 from tfrl.envs import protocol as protocol_lib
+from tfrl.ops import population
 
 
 class EnvProtocolTest(parameterized.TestCase):
@@ -52,10 +56,33 @@ class EnvProtocolTest(parameterized.TestCase):
        "--repeat_action_probability must be in [0, 1]"),
       ("cap", {"env": "CartPole-v1", "max_episode_frames": -1},
        "--max_episode_frames must be an int >= 0"),
+      ("implementation", {"env": "CartPole-v1", "env_implementation": "c"},
+       "--env_implementation must be one of auto, ops, gymnasium, got 'c'"),
+      ("atari_on_gymnasium", {"game": "pong", "env_implementation": "gymnasium"},
+       "--env_implementation=gymnasium plays --env ids; Atari games"),
+      ("isa", {"game": "pong", "kernel_isa": "avx9000"},
+       "--kernel_isa must be one of auto, amx, avx512, avx2, sse, portable, got 'avx9000'"),
   )
   def test_bad_values(self, values, message):
     with self.assertRaisesRegex(ValueError, message.replace("[", r"\[").replace("]", r"\]")):
       EnvProtocol(**values)
+
+  def test_resolved_and_identity_record_what_runs(self):
+    cartpole = EnvProtocol(env="CartPole-v1")
+    self.assertEqual(cartpole.env_implementation, "auto")
+    self.assertEqual(cartpole.resolved().env_implementation, "gymnasium")
+    self.assertEqual(EnvProtocol(game="pong").resolved().env_implementation, "ops")
+    self.assertEqual(cartpole.describe(), "CartPole-v1 on gymnasium")
+    # The identity chooses the population kernels' build and records it; the
+    # resolved protocol (an export's metadata) then says the same.
+    identity = cartpole.identity()
+    self.assertEqual(identity["kernel_isa"], population.select_isa())
+    self.assertIn(identity["kernel_isa"], ("amx", "avx512", "avx2", "sse", "portable"))
+    self.assertEqual(cartpole.resolved().kernel_isa, identity["kernel_isa"])
+    self.assertEqual(EnvProtocol.from_json(cartpole.resolved().to_json()), cartpole.resolved())
+
+  def test_kernel_isa_choices_are_the_ops(self):
+    self.assertEqual(protocol_lib.KERNEL_ISAS, population.KERNEL_ISAS)
 
   def test_from_json_refuses_what_is_not_a_protocol(self):
     with self.assertRaisesRegex(ValueError, r"unknown env protocol field\(s\) \['sticky'\]"):
@@ -111,6 +138,27 @@ class MakeEnvTest(tf.test.TestCase):
 
   def test_the_frame_cap_default_is_ales(self):
     self.assertEqual(protocol_lib.ALE_MAX_EPISODE_FRAMES, 108_000)
+    self.assertEqual(EnvProtocol(game="pong").ale_frame_cap, 108_000)
+    self.assertEqual(EnvProtocol(game="pong", max_episode_frames=400).ale_frame_cap, 108_000)
+    self.assertEqual(EnvProtocol(game="pong", max_episode_frames=0).ale_frame_cap, 0)
+
+  def test_an_evaluation_never_checks_the_kernel_isa(self):
+    # make_env only asks for the build: a process that never loads the
+    # population kernels (an evaluation of a policy trained elsewhere) plays
+    # on; one that records a run's identity chooses it, and a build this
+    # library cannot run is refused then, in one line.
+    code = ("from tfrl.envs import EnvProtocol, make_env\n"
+            "p = EnvProtocol(env='CartPole-v1', kernel_isa='amx')\n"
+            "make_env(p, 1).reset()\n"
+            "print('PLAYED', p.resolved().kernel_isa)\n"
+            "try:\n  p.identity()\nexcept ValueError as e:\n  print('REFUSED', e)\n")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    env.pop("TFRL_POPULATION_ISA", None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=300, check=True).stdout
+    self.assertIn("PLAYED amx", out)
+    if "amx" not in population.kernel_info()["options"]:
+      self.assertIn("REFUSED --kernel_isa=amx needs a library built with the AMX option", out)
 
 
 class PlayEpisodesTest(tf.test.TestCase):

@@ -6,7 +6,6 @@
 """
 
 from tfrl.envs.episodes import play_episodes
-from tfrl.envs.gym_env import GymEnv
 from tfrl.envs.protocol import EnvProtocol, make_env
 
 __all__ = ["GymEnv", "AtariEnv", "AtariVectorEnv", "EnvProtocol", "make_env",
@@ -14,8 +13,12 @@ __all__ = ["GymEnv", "AtariEnv", "AtariVectorEnv", "EnvProtocol", "make_env",
 
 
 def __getattr__(name):
-  # The Atari env needs the compiled ALE ops; import it only when asked for, so
-  # that GymEnv works on a machine where the ops are not built.
+  # Imported when asked for: the Atari env needs the compiled ALE ops (GymEnv
+  # works on a machine where they are not built), and the package itself
+  # imports no TensorFlow (tfrl.render_worker's process must not load it).
+  if name == "GymEnv":
+    from tfrl.envs.gym_env import GymEnv
+    return GymEnv
   if name == "AtariEnv":
     from tfrl.envs.atari_env import AtariEnv
     return AtariEnv

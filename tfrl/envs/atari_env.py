@@ -2,11 +2,12 @@
 
 import collections
 import os
-from typing import Optional, Sequence, Tuple, Union
+from typing import Optional, Tuple, Union
 
 import tensorflow as tf
 
 from tfrl.envs import game_ids
+from tfrl.envs.protocol import ATARI_FIELDS, EnvProtocol
 from tfrl.ops import ale as ale_ops
 
 AtariStep = collections.namedtuple(
@@ -28,71 +29,55 @@ def default_rom_directory() -> str:
 class AtariEnv:
   """`num_envs` Atari emulators of one game behind TF ops, auto-resetting.
 
+      env = AtariEnv("PongNoFrameskip-v4", num_envs=16)          # a game id, or
+      env = AtariEnv(EnvProtocol(game="ALE/Pong-v5"), 16)         # its protocol
+
   The emulators live in a TF resource. `reset`, `step` and `observe` take an
   optional `indices` vector so that several agents can each drive their own
   slots of one batch, concurrently; each call spreads its slots over TF's
   intra-op thread pool. Everything works eagerly and inside `tf.function`.
 
-  Preprocessing follows the DQN protocol (as gymnasium's AtariPreprocessing):
-  `frame_skip` frames per step with rewards summed, max over the last two
-  frames, grayscale, area resize to `screen_size`, `stack` frames on the
-  channel axis (oldest first), uniform 1..`noop_max` no-ops and FIRE on reset.
+  How episodes are played is the env protocol's (`tfrl.envs.EnvProtocol`:
+  frame skip, sticky actions, no-op start, episodic life, action set, frame
+  cap), resolved there once: give one, or a game name with the protocol's
+  fields as keywords (`AtariEnv("Pong", 8, noop_max=0)`). Preprocessing
+  follows the DQN protocol (as gymnasium's AtariPreprocessing): `frame_skip`
+  frames per step with rewards summed, max over the last two frames,
+  grayscale, area resize to `screen_size`, `stack` frames on the channel axis
+  (oldest first), uniform 1..`noop_max` no-ops and FIRE on reset.
 
   Args:
-    game: 'Pong', 'pong', or a gymnasium id ('PongNoFrameskip-v4',
-      'ALE/Pong-v5'); a v5 id defaults to sticky actions 0.25, v4 to none.
+    protocol: an Atari `EnvProtocol`, or a game: 'Pong', 'pong', or a
+      gymnasium id ('PongNoFrameskip-v4', 'ALE/Pong-v5'; a v5 id defaults to
+      sticky actions 0.25, v4 to none).
     num_envs: number of emulators (slots).
-    frame_skip: emulator frames per step.
+    seed: slot i's emulator is seeded from (seed, i).
+    auto_reset: start a new game in a slot as soon as its game ends. Without
+      it a finished slot keeps its final observation and must be reset before
+      it steps again (the gymnasium VectorEnv adapter works this way).
+    enforce_frame_cap: False leaves the protocol's frame cap to the caller
+      (the population evaluator); ALE's own 108,000 frames still apply.
     max_pool: max over the last two frames of each step.
     grayscale: one luminance channel (else RGB).
     screen_size: an int (square), (height, width), or None for the native
       210x160 screen.
     stack: frames per observation.
-    noop_max: no-op frames on reset, uniform in 1..noop_max (0 disables).
     fire_reset: press FIRE on reset in games that need it.
-    repeat_action_probability: sticky actions; None takes the id's default.
-    full_action_space: 18 actions rather than the minimal set; None takes the
-      id's default (False).
-    episodic_life: a lost life reports `terminated` (the game continues).
-    max_episode_frames: emulator frames after which episodes are truncated
-      (108000 = 30 minutes), as ALE counts them: from the reset, its no-op and
-      FIRE frames included; 0 disables.
-    max_episode_steps: also truncate an episode after this many steps (its
-      no-op start not counted), as gymnasium's TimeLimit does; None: no such
-      cap. The emulators do not see it: the env counts each slot's steps in a
-      variable and resets a capped slot itself (with auto_reset).
-    seed: slot i's emulator is seeded from (seed, i).
     rom_directory: where the ROMs are; ale-py's by default.
-    auto_reset: start a new game in a slot as soon as its game ends. Without
-      it a finished slot keeps its final observation and must be reset before
-      it steps again (the gymnasium VectorEnv adapter works this way).
+    **protocol_fields: with a game name, the protocol's fields
+      (`frame_skip`, `repeat_action_probability`, `noop_max`,
+      `episodic_life`, `full_action_space`, `max_episode_frames`).
   """
 
-  def __init__(self, game: str, num_envs: int, *, frame_skip: int = 4,
+  def __init__(self, protocol: Union[EnvProtocol, str], num_envs: int, *, seed: int = 0,
+               auto_reset: bool = True, enforce_frame_cap: bool = True,
                max_pool: bool = True, grayscale: bool = True,
-               screen_size: Union[int, Tuple[int, int], None] = 84,
-               stack: int = 4, noop_max: int = 30, fire_reset: bool = True,
-               repeat_action_probability: Optional[float] = None,
-               full_action_space: Optional[bool] = None,
-               episodic_life: bool = False, max_episode_frames: int = 108000,
-               max_episode_steps: Optional[int] = None,
-               seed: int = 0, rom_directory: Optional[str] = None,
-               auto_reset: bool = True):
-    protocol = game_ids.parse_game(game)
-    if repeat_action_probability is None:
-      repeat_action_probability = protocol.repeat_action_probability or 0.0
-    if full_action_space is None:
-      full_action_space = bool(protocol.full_action_space)
+               screen_size: Union[int, Tuple[int, int], None] = 84, stack: int = 4,
+               fire_reset: bool = True, rom_directory: Optional[str] = None,
+               **protocol_fields):
+    protocol = atari_protocol(protocol, protocol_fields)
     _check_int("num_envs", num_envs, 1)
-    _check_int("frame_skip", frame_skip, 1)
     _check_int("stack", stack, 1)
-    _check_int("noop_max", noop_max, 0)
-    _check_int("max_episode_frames", max_episode_frames, 0)
-    if max_episode_steps is not None:
-      _check_int("max_episode_steps", max_episode_steps, 1)
-    if not 0.0 <= repeat_action_probability <= 1.0:
-      raise ValueError("repeat_action_probability must be in [0, 1], got "
-                       f"{repeat_action_probability}.")
     if screen_size is None:
       height, width, resize = 210, 160, False
     elif isinstance(screen_size, int):
@@ -105,20 +90,23 @@ class AtariEnv:
       _check_int("screen height", height, 1)
       _check_int("screen width", width, 1)
 
-    self.game = protocol.rom_id
+    rom_id = game_ids.parse_game(protocol.game).rom_id
+    self.protocol = protocol
+    self.game = rom_id
     self.num_envs = num_envs
-    self.frame_skip = frame_skip
+    self.frame_skip = protocol.frame_skip
     self.auto_reset = auto_reset
+    self.max_episode_steps = protocol.max_episode_steps if enforce_frame_cap else None
     self._channels = (1 if grayscale else 3) * stack
     self._handle = ale_ops.env_create(
-        game=protocol.rom_id,
-        rom_directory=rom_directory or default_rom_directory(),
-        num_envs=num_envs, frame_skip=frame_skip, max_pool=max_pool,
+        game=rom_id, rom_directory=rom_directory or default_rom_directory(),
+        num_envs=num_envs, frame_skip=protocol.frame_skip, max_pool=max_pool,
         grayscale=grayscale, resize=resize, height=height, width=width,
-        stack=stack, noop_max=noop_max, fire_reset=fire_reset,
-        repeat_action_probability=float(repeat_action_probability),
-        full_action_space=full_action_space, episodic_life=episodic_life,
-        max_episode_frames=max_episode_frames, seed=seed)
+        stack=stack, noop_max=protocol.noop_max, fire_reset=fire_reset,
+        repeat_action_probability=float(protocol.repeat_action_probability),
+        full_action_space=protocol.full_action_space,
+        episodic_life=protocol.episodic_life, max_episode_frames=protocol.ale_frame_cap,
+        max_episode_steps=self.max_episode_steps or 0, seed=seed)
     self.action_set = ale_ops.action_set(self._handle).numpy().tolist()
     self.num_actions = len(self.action_set)
     self.observation_shape = (height, width, self._channels)
@@ -126,10 +114,6 @@ class AtariEnv:
     self.action_dtype = tf.int32
     self.action_shape = ()
     self._all = tf.range(num_envs, dtype=tf.int32)
-    self.max_episode_steps = max_episode_steps
-    # Steps of each slot's episode so far, for max_episode_steps.
-    self._steps = (tf.Variable(tf.zeros([num_envs], tf.int32), trainable=False,
-                               name="episode_steps") if max_episode_steps else None)
 
   @property
   def handle(self) -> tf.Tensor:
@@ -161,9 +145,6 @@ class AtariEnv:
     seeds = (tf.zeros([0], tf.int64) if seeds is None
              else tf.convert_to_tensor(seeds, tf.int64))
     ale_ops.reset(self._handle, indices, seeds, only_played=only_played)
-    if self._steps is not None:
-      # Slots kept by `only_played` have not stepped since their reset: at 0 already.
-      self._steps.scatter_update(tf.IndexedSlices(tf.zeros_like(indices), indices))
     return self.observe(indices)
 
   def step_detailed(self, actions, indices=None) -> AtariStep:
@@ -172,29 +153,15 @@ class AtariEnv:
     actions = tf.convert_to_tensor(actions, tf.int32)
     reward, terminated, truncated, game_over = ale_ops.step(
         self._handle, indices, actions, auto_reset=self.auto_reset)
-    if self._steps is not None:
-      truncated, game_over = self._cap_steps(indices, truncated, game_over)
     return AtariStep(self.observe(indices), reward, terminated, truncated,
                      game_over)
-
-  def _cap_steps(self, indices, truncated, game_over):
-    """Truncates the episodes of `indices` that reached max_episode_steps."""
-    steps = tf.gather(self._steps, indices) + 1
-    capped = (steps >= self.max_episode_steps) & ~game_over
-    ended = game_over | capped
-    self._steps.scatter_update(tf.IndexedSlices(tf.where(ended, 0, steps), indices))
-    if self.auto_reset:  # a new game, as the emulator starts one after a game over
-      ale_ops.reset(self._handle, tf.boolean_mask(indices, capped),
-                    tf.zeros([0], tf.int64), only_played=False)
-    return truncated | capped, ended
 
   def step(self, actions, indices=None):
     """Steps slots `indices` (all by default) with `actions`.
 
     Returns (obs, reward, terminated, truncated). A slot whose game ended is
     reset at once, so its `obs` is the first of the next game (without
-    auto_reset, a slot truncated by max_episode_steps must be reset before
-    it steps again, as any finished slot).
+    auto_reset, a finished slot must be reset before it steps again).
     """
     return tuple(self.step_detailed(actions, indices)[:4])
 
@@ -213,6 +180,28 @@ class AtariEnv:
       self.close()
     except Exception:  # pylint: disable=broad-except
       pass  # Interpreter shutdown: the process frees the emulators anyway.
+
+
+# The protocol's fields AtariEnv takes as keywords with a game name.
+PROTOCOL_KEYWORDS = ATARI_FIELDS + ("max_episode_frames",)
+
+
+def atari_protocol(protocol: Union[EnvProtocol, str], fields) -> EnvProtocol:
+  """The resolved Atari protocol of AtariEnv's arguments (see AtariEnv)."""
+  if isinstance(protocol, EnvProtocol):
+    if fields:
+      raise TypeError(f"AtariEnv got a protocol and also {sorted(fields)}: set them in "
+                      "the protocol.")
+  else:
+    unknown = sorted(set(fields) - set(PROTOCOL_KEYWORDS))
+    if unknown:
+      raise TypeError(f"AtariEnv got unexpected argument(s) {unknown}; the protocol's "
+                      f"are {list(PROTOCOL_KEYWORDS)}.")
+    protocol = EnvProtocol(game=protocol, **fields)
+  if not protocol.is_atari:
+    raise ValueError(f"AtariEnv plays Atari games; {protocol.env} is a gymnasium id "
+                     "(make_env makes its env).")
+  return protocol.resolved()
 
 
 def _check_int(name: str, value, minimum: int) -> None:

@@ -11,12 +11,12 @@ Episodes are gymnasium's: a reset draws the initial state in Python with
 gymnasium's own random stream of the slot (seeded as `GymEnv` seeds it), so
 for the same seeds and actions the observations are bit for bit those of
 `GymEnv` and the rewards equal (tests/envs/test_mujoco_env.py). `make_env`
-picks this env for the ids in `TASKS` when the ops are built, unless
-TFRL_MUJOCO_OPS=0 or a render mode asks for gymnasium's renderer.
+picks this env for the ids in `TASKS` when the ops are built, unless the
+protocol's `env_implementation` is gymnasium or a render mode asks for
+gymnasium's renderer (`tfrl.envs.protocol.implementation`).
 """
 
 import dataclasses
-import os
 from typing import Optional
 
 import gymnasium as gym
@@ -24,7 +24,8 @@ import numpy as np
 import tensorflow as tf
 from gymnasium.utils import seeding
 
-from tfrl.envs.gym_env import check_reset_seeds, make_gymnasium, slot_seed
+from tfrl.envs.gym_env import check_reset_seeds, slot_seed
+from tfrl.envs.gym_make import make_gymnasium
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,16 +49,6 @@ def ops_available() -> bool:
   except ImportError:
     return False
   return True
-
-
-def use_ops(env_id: str, **make_kwargs) -> bool:
-  """Whether `make_env` steps `env_id` with the ops: a task they serve, with
-  gymnasium's default settings and no render mode, the ops built, and
-  TFRL_MUJOCO_OPS not 0."""
-  value = os.environ.get("TFRL_MUJOCO_OPS", "1")
-  if value not in ("0", "1"):
-    raise ValueError(f"TFRL_MUJOCO_OPS must be 0 or 1, got {value!r}.")
-  return value == "1" and env_id in TASKS and not make_kwargs and ops_available()
 
 
 class MujocoEnv:

@@ -19,9 +19,26 @@ The frame cap, `max_episode_frames`:
     first step, as gymnasium's TimeLimit counts them. Atari episodes still end
     at ALE's 108,000 frames at the latest.
   * 0: no cap at all (Atari; a gymnasium env keeps its registered limit).
-The env enforces it (`AtariEnv(max_episode_steps=)`, gymnasium's TimeLimit),
-but for neuroevolution's population evaluator, which counts the same steps
-itself (`make_env(..., enforce_frame_cap=False)`) to plan its graph calls.
+The cap is worked out here alone (`max_episode_steps`, `ale_frame_cap`); the
+env enforces it (the ALE and MuJoCo ops, gymnasium's TimeLimit through
+`tfrl.envs.gym_make.make_gymnasium`), but for neuroevolution's
+population evaluator, which counts the same steps itself
+(`make_env(..., enforce_frame_cap=False)`) to plan its graph calls.
+
+What runs, also fields (and recorded as what ran):
+  * `env_implementation`: ops (ALE for a game; the MuJoCo ops for the tasks
+    they serve, `tfrl.envs.mujoco_env.TASKS`), gymnasium (an --env id's
+    Python env), or auto: the ops where they serve, else gymnasium. Both
+    play the same episodes bit for bit (tests/envs/test_mujoco_env.py).
+  * `kernel_isa`: the ISA build the population kernels (neuroevolution's
+    networks) run, `tfrl.ops.population.select_isa`: auto (the widest this
+    CPU runs), amx, avx512, avx2, sse or portable. `make_env` asks for it, and
+    it is applied when the population library loads, so a process that never
+    runs those kernels (an evaluation) never checks it against its CPU.
+`resolved()` writes out what auto chose; `identity()` (what a checkpoint
+records) and an exported policy's metadata hold the resolved values. The
+environment variables that still change what runs are documented overrides
+(`tfrl.ops.overrides`), logged when set.
 """
 
 import dataclasses
@@ -37,6 +54,11 @@ ALE_MAX_EPISODE_FRAMES = 108_000
 # The fields that only Atari games have; a gymnasium protocol keeps their defaults.
 ATARI_FIELDS = ("frame_skip", "repeat_action_probability", "noop_max", "episodic_life",
                 "full_action_space")
+# What may step an env (`env_implementation`).
+IMPLEMENTATIONS = ("auto", "ops", "gymnasium")
+# The population kernels' builds (`kernel_isa`); equal to
+# tfrl.ops.population.KERNEL_ISAS, which imports TensorFlow.
+KERNEL_ISAS = ("auto", "amx", "avx512", "avx2", "sse", "portable")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +87,17 @@ class EnvProtocol:
       "(ceil(N / frame_skip) steps; gymnasium: N steps), on top of the env's own limit "
       "(Atari: ALE's 108000 frames; gymnasium: its id's). Default: the env's own "
       "only; 0: none at all (Atari).")
+  env_implementation: str = flagconfig.field(
+      "auto", "What steps the env: ops (the compiled ops: ALE for --game; for --env the "
+      "MuJoCo ops, which serve HalfCheetah-v5 and Humanoid-v5), gymnasium (--env only), "
+      "or auto: the ops where they serve and are built, else gymnasium. Both play the "
+      "same episodes; a run records the one that played.", choices=IMPLEMENTATIONS)
+  kernel_isa: str = flagconfig.field(
+      "auto", "The ISA build the population kernels (neuroevolution's networks) run: "
+      "auto (the widest this CPU runs), amx (avx512 with AMX tiles, in a library built "
+      "with TFRL_BUILD_AMX=1), avx512, avx2, sse or portable (the baseline). A run "
+      "records the build that ran; TFRL_POPULATION_ISA overrides it.",
+      choices=KERNEL_ISAS)
 
   def __post_init__(self):
     for name in ("game", "env"):
@@ -87,6 +120,11 @@ class EnvProtocol:
     p = self.repeat_action_probability
     if p is not None and not 0.0 <= p <= 1.0:
       raise ValueError(f"--repeat_action_probability must be in [0, 1], got {p}.")
+    _check_choice("env_implementation", self.env_implementation, IMPLEMENTATIONS)
+    _check_choice("kernel_isa", self.kernel_isa, KERNEL_ISAS)
+    if self.game and self.env_implementation == "gymnasium":
+      raise ValueError("--env_implementation=gymnasium plays --env ids; Atari games "
+                       "(--game) play on the ALE ops: use auto or ops.")
 
   @classmethod
   def from_flag_values(cls, values: Dict[str, Any], defaults: Mapping[str, Any]):
@@ -119,12 +157,26 @@ class EnvProtocol:
       return None
     return -(-self.max_episode_frames // self.frames_per_step)
 
+  @property
+  def ale_frame_cap(self) -> int:
+    """ALE's own cap in emulator frames, counted from the reset: 108000, or 0
+    (none) with max_episode_frames=0."""
+    return 0 if self.max_episode_frames == 0 else ALE_MAX_EPISODE_FRAMES
+
   def resolved(self) -> "EnvProtocol":
-    """The same protocol with the game id's defaults written out (sticky actions)."""
-    if not self.is_atari or self.repeat_action_probability is not None:
-      return self
-    implied = game_ids.parse_game(self.game).repeat_action_probability
-    return dataclasses.replace(self, repeat_action_probability=implied or 0.0)
+    """The protocol as a run records it: the game id's sticky actions, the env
+    implementation auto picks here, and the population kernels' build once this
+    process has loaded them (else `kernel_isa` as asked)."""
+    changes = {}
+    if self.is_atari and self.repeat_action_probability is None:
+      implied = game_ids.parse_game(self.game).repeat_action_probability
+      changes["repeat_action_probability"] = implied or 0.0
+    if self.env_implementation == "auto":
+      changes["env_implementation"] = implementation(self)
+    isa = _kernel_isa(self.kernel_isa, choose=False)
+    if isa != self.kernel_isa:
+      changes["kernel_isa"] = isa
+    return dataclasses.replace(self, **changes) if changes else self
 
   def to_json(self) -> Dict[str, Any]:
     """The fields as a dict of JSON values (`from_json` reads it back)."""
@@ -147,8 +199,12 @@ class EnvProtocol:
     return cls(**data)
 
   def identity(self) -> Dict[str, Any]:
-    """What a checkpoint records of the protocol; a resume must match it."""
-    return self.resolved().to_json()
+    """What a checkpoint records of the protocol; a resume must match it. It
+    chooses the population kernels' build for this process (`kernel_isa`), so
+    that the build recorded is the one that runs."""
+    recorded = self.resolved().to_json()
+    recorded["kernel_isa"] = _kernel_isa(self.kernel_isa, choose=True)
+    return recorded
 
   def describe(self) -> str:
     """One line for logs, e.g. "pong (frame skip 4, sticky 0.0, no-ops <= 30)"."""
@@ -156,7 +212,7 @@ class EnvProtocol:
     cap = {None: "", 0: ", no frame cap"}.get(p.max_episode_frames,
                                               f", cap {p.max_episode_frames} frames")
     if not p.is_atari:
-      return p.env + cap
+      return f"{p.env} on {p.env_implementation}{cap}"
     extras = "".join((", episodic life" if p.episodic_life else "",
                       ", full action set" if p.full_action_space else ""))
     return (f"{p.game} (frame skip {p.frame_skip}, sticky {p.repeat_action_probability:g}, "
@@ -168,11 +224,49 @@ def _check_int(name: str, value, minimum: int) -> None:
     raise ValueError(f"--{name} must be an int >= {minimum}, got {value!r}.")
 
 
+def _check_choice(name: str, value, choices) -> None:
+  if value not in choices:
+    raise ValueError(f"--{name} must be one of {', '.join(choices)}, got {value!r}.")
+
+
+def implementation(protocol: EnvProtocol, **overrides) -> str:
+  """What steps the env of `protocol` made with `overrides` (gymnasium's
+  `render_mode`, ...): "ops" or "gymnasium". ValueError for ops that do not
+  serve it."""
+  if protocol.is_atari:
+    return "ops"
+  # pylint: disable-next=import-outside-toplevel
+  from tfrl.envs import mujoco_env  # TensorFlow: not for a protocol alone
+  asked = protocol.env_implementation
+  if asked == "ops":
+    if protocol.env not in mujoco_env.TASKS:
+      raise ValueError(f"--env_implementation=ops: the MuJoCo ops serve "
+                       f"{', '.join(sorted(mujoco_env.TASKS))}, not {protocol.env}.")
+    if overrides:
+      raise ValueError(f"--env_implementation=ops: the MuJoCo ops do not take "
+                       f"{sorted(overrides)} (a renderer): use gymnasium.")
+    return "ops"
+  if asked == "auto" and protocol.env in mujoco_env.TASKS and not overrides and \
+      mujoco_env.ops_available():
+    return "ops"
+  return "gymnasium"
+
+
+def _kernel_isa(asked: str, choose: bool) -> str:
+  """The population kernels' build for `asked`: with `choose`, chosen now (the
+  library loaded) if it is built; otherwise the chosen one only if this process
+  has loaded the library, else `asked`."""
+  from tfrl.ops import population  # pylint: disable=import-outside-toplevel
+  if population.loaded() or (choose and population.have_op()):
+    return population.select_isa(asked)
+  return asked
+
+
 def make_env(protocol: EnvProtocol, num_envs: int, seed: int = 0, *,
              auto_reset: bool = True, enforce_frame_cap: bool = True, **overrides):
-  """The batched env of `protocol`: `AtariEnv` for a game, `GymEnv` for an env id
-  (`MujocoEnv`, the same episodes stepped by the MuJoCo ops, for the MuJoCo
-  tasks it serves: `tfrl.envs.mujoco_env.use_ops`).
+  """The batched env of `protocol`: `AtariEnv` for a game, `GymEnv` for an env id,
+  or `MujocoEnv` (the same episodes, stepped by the MuJoCo ops) where
+  `env_implementation` picks the ops (`implementation`).
 
   Args:
     protocol: the `EnvProtocol`.
@@ -186,15 +280,18 @@ def make_env(protocol: EnvProtocol, num_envs: int, seed: int = 0, *,
       gymnasium's `render_mode`).
 
   Raises:
-    ValueError: one line naming an unknown or unusable game or env.
-    ImportError: the ALE ops are not built (how to build them).
+    ValueError: one line naming an unknown or unusable game or env, or ops
+      that do not serve it.
+    ImportError: the ops it needs are not built (how to build them).
   """
+  from tfrl.ops import population  # pylint: disable=import-outside-toplevel
+  population.request_isa(protocol.kernel_isa)  # applied if the kernels ever load
   steps = protocol.max_episode_steps if enforce_frame_cap else None
   if not protocol.is_atari:
     # pylint: disable=import-outside-toplevel
     from tfrl.envs import mujoco_env
     from tfrl.envs.gym_env import GymEnv
-    if mujoco_env.use_ops(protocol.env, **overrides):
+    if implementation(protocol, **overrides) == "ops":
       # The same episodes as GymEnv's, stepped in C++ (tfrl/envs/mujoco_env.py).
       return mujoco_env.MujocoEnv(protocol.env, num_envs, seed=seed, auto_reset=auto_reset,
                                   max_episode_steps=steps)
@@ -208,14 +305,9 @@ def make_env(protocol: EnvProtocol, num_envs: int, seed: int = 0, *,
   # to build them), which gymnasium envs do not.
   from tfrl.envs.atari_env import AtariEnv  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  p = protocol.resolved()
   try:
-    return AtariEnv(
-        p.game, num_envs, frame_skip=p.frame_skip, noop_max=p.noop_max,
-        repeat_action_probability=p.repeat_action_probability,
-        full_action_space=p.full_action_space, episodic_life=p.episodic_life,
-        max_episode_frames=0 if p.max_episode_frames == 0 else ALE_MAX_EPISODE_FRAMES,
-        max_episode_steps=steps, seed=seed, auto_reset=auto_reset, **overrides)
+    return AtariEnv(protocol.resolved(), num_envs, seed=seed, auto_reset=auto_reset,
+                    enforce_frame_cap=enforce_frame_cap, **overrides)
   except (ValueError, RuntimeError) as e:
     message = str(e)
   except tf.errors.OpError as e:

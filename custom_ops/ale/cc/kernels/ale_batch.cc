@@ -32,6 +32,7 @@ struct AleBatch::Slot {
   bool needs_reset = true;
   bool has_observation = false;
   bool played = false;  // stepped since its last reset
+  int64_t steps = 0;     // steps since its last reset, for max_episode_steps
   mutable std::mutex mu;
 };
 
@@ -438,6 +439,7 @@ std::string AleBatch::ResetLocked(Slot* slot) {
     slot->needs_reset = false;
     slot->has_observation = true;
     slot->played = false;
+    slot->steps = 0;
   } catch (const std::exception& e) {
     slot->needs_reset = true;
     return std::string("ALE failed to reset: ") + e.what();
@@ -500,8 +502,11 @@ std::string AleBatch::Step(int slot_index, int action_index, bool auto_reset,
     }
     const int lives = a.lives();
     out->terminated = game_over;
-    out->truncated = !game_over && config_.max_episode_frames > 0 &&
-                     a.getEpisodeFrameNumber() >= config_.max_episode_frames;
+    ++slot->steps;
+    out->truncated = !game_over && ((config_.max_episode_frames > 0 &&
+                                     a.getEpisodeFrameNumber() >= config_.max_episode_frames) ||
+                                    (config_.max_episode_steps > 0 &&
+                                     slot->steps >= config_.max_episode_steps));
     if (config_.episodic_life && !game_over && lives < slot->lives) {
       out->terminated = true;
     }

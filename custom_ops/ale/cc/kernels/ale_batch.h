@@ -37,6 +37,9 @@ struct AleBatchConfig {
   bool full_action_space = false;
   bool episodic_life = false;
   int64_t max_episode_frames = 108000;  // 0 means no cap.
+  // Steps after which an episode is truncated, counted from its first step
+  // (its no-op and FIRE start not counted, as gymnasium's TimeLimit); 0: none.
+  int64_t max_episode_steps = 0;
   int64_t seed = 0;
 };
 
@@ -73,7 +76,7 @@ bool ObsPathRan(ObsPath path);
 struct StepOutput {
   float reward = 0.0f;
   bool terminated = false;  // Game over, or a life lost with episodic_life.
-  bool truncated = false;   // The episode reached max_episode_frames.
+  bool truncated = false;   // The episode reached max_episode_frames or _steps.
   bool game_over = false;   // The game ended or was truncated.
 };
 

@@ -59,7 +59,7 @@ class AleEnvCreateOp : public OpKernel {
   static constexpr int64_t kMaxObservationBytes = int64_t{1} << 33;  // 8 GiB
 
   explicit AleEnvCreateOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    int64_t num_envs, frame_skip, height, width, stack, noop_max, max_frames, seed;
+    int64_t num_envs, frame_skip, height, width, stack, noop_max, max_frames, max_steps, seed;
     OP_REQUIRES_OK(ctx, ctx->GetAttr("game", &game_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("rom_directory", &rom_directory_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("num_envs", &num_envs));
@@ -77,6 +77,7 @@ class AleEnvCreateOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("full_action_space", &config_.full_action_space));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("episodic_life", &config_.episodic_life));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("max_episode_frames", &max_frames));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("max_episode_steps", &max_steps));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("seed", &seed));
     OP_REQUIRES(ctx, num_envs <= 4096,
                 errors::InvalidArgument("num_envs must be in 1..4096, got ", num_envs));
@@ -116,6 +117,7 @@ class AleEnvCreateOp : public OpKernel {
     config_.stack = static_cast<int>(stack);
     config_.noop_max = static_cast<int>(noop_max);
     config_.max_episode_frames = max_frames;
+    config_.max_episode_steps = max_steps;
     config_.seed = seed;
   }
 

@@ -28,6 +28,7 @@ REGISTER_OP("AleEnvCreate")
     .Attr("full_action_space: bool = false")
     .Attr("episodic_life: bool = false")
     .Attr("max_episode_frames: int >= 0 = 108000")
+    .Attr("max_episode_steps: int >= 0 = 0")
     .Attr("seed: int = 0")
     .SetIsStateful()
     .SetShapeFn(shape_inference::ScalarShape)
@@ -56,7 +57,10 @@ fire_reset: on reset, press FIRE for one step in games that need it.
 repeat_action_probability: ALE's sticky actions (0.25 in the v5 protocol).
 full_action_space: the 18 legal actions rather than the game's minimal set.
 episodic_life: a lost life reports terminated (the game goes on).
-max_episode_frames: emulator frames after which an episode is truncated.
+max_episode_frames: emulator frames after which an episode is truncated, counted
+  by ALE from the reset (its no-op and FIRE frames included); 0: no cap.
+max_episode_steps: steps after which an episode is truncated, counted from its
+  first step (as gymnasium's TimeLimit); 0: no cap.
 )doc");
 
 REGISTER_OP("AleReset")
@@ -107,13 +111,14 @@ REGISTER_OP("AleStep")
     .Doc(R"doc(
 Steps the slots in `indices` with `actions` (indices into the action set),
 spread over the intra-op thread pool. A slot whose game is over or whose
-episode reached max_episode_frames is reset at once when `auto_reset`, so its
-next observation is the first of a new game; otherwise it keeps its final
+episode reached a cap (max_episode_frames, max_episode_steps) is reset at once
+when `auto_reset`, so its next observation is the first of a new game;
+otherwise it keeps its final
 observation and must be reset before its next step.
 
 reward: sum of the raw rewards over the frame skip.
 terminated: the game is over (or, with episodic_life, a life was lost).
-truncated: the episode reached max_episode_frames.
+truncated: the episode reached max_episode_frames or max_episode_steps.
 game_over: the game ended or was truncated (and, with auto_reset, the slot
   started a new one).
 )doc");
