@@ -8,6 +8,7 @@ import pytest
 # build into the checkout: with two pytest workers (`-n 2 --dist loadgroup`)
 # they all run on one worker, one after another, while the rest share the other.
 SERIAL_FILES = (
+    "tests/ga3c/test_remote.py",
     "tests/neuroevolution/test_config.py",
     "tests/neuroevolution/test_ray.py",
     "tests/ops/test_build_options.py",

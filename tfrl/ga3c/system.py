@@ -36,6 +36,7 @@ from tfrl.ga3c.config import GA3CConfig
 from tfrl.ga3c.learner import Learner, LearnerConfig
 from tfrl.ga3c.predictor import Predictor
 from tfrl.ga3c.queues import Queues
+from tfrl.ga3c.remote_feed import RemoteFeed
 from tfrl.ga3c.stats import Stats
 from tfrl.ga3c.trainer import Trainer
 from tfrl.ga3c.workers import Worker, WorkerPool
@@ -117,6 +118,12 @@ class GA3C(run_loop.Algorithm):
     # What the skeleton's store saves and restores (tfrl.tf_checkpoints).
     self.checkpoint = tf.train.Checkpoint(**checkpointed)
     self._build_loops()
+    # --ray_address: Ray actors play segments into the same training queue.
+    self.feed = RemoteFeed(
+        cfg, network=self.network, version=self.optimizer.step, queues=self.queues,
+        counters=self.counters, compute_dtype=self.precision.dtype.name,
+        stopping=lambda: self._stopping or self._stop_requested.is_set(),
+        fail=self.fail) if cfg.ray_address else None
     self.policy = export.DiscretePolicy(self.network)
     self.stats = Stats(cfg.score_window, self.frames_per_step)
     self.adjuster = DynamicAdjuster(
@@ -282,7 +289,10 @@ class GA3C(run_loop.Algorithm):
     self._controller_steps = int(self.counters["train_steps"].numpy())
     self.set_worker_count("trainers", cfg.trainers)
     self.set_worker_count("predictors", cfg.predictors)
-    self.set_worker_count("agents", cfg.agents)
+    if cfg.agents:  # 0: the Ray runners play alone
+      self.set_worker_count("agents", cfg.agents)
+    if self.feed is not None:
+      self.feed.start()
     self._report()  # the start of the rates
 
   def step(self) -> Optional[str]:
@@ -341,6 +351,7 @@ class GA3C(run_loop.Algorithm):
         # The rolling score when the loop ended (see `end`).
         "stop_rolling_score": self._stop_score,
         "precision": self.precision_report,
+        **({"ray": self.feed.summary()} if self.feed is not None else {}),
     }
 
   def close(self) -> None:
@@ -350,6 +361,8 @@ class GA3C(run_loop.Algorithm):
     self._stopping = True
     self.queues.close()
     self.workers.stop_all()
+    if self.feed is not None:
+      self.feed.close()
     self._stop_profiler()
 
   # -- Monitoring -----------------------------------------------------------
@@ -385,7 +398,13 @@ class GA3C(run_loop.Algorithm):
              "training": int(self.queues.training.size())}
     self._final_row = self.stats.report(self.counter_values(), sizes, self.worker_counts(),
                                         metrics, self.config.learning_rate)
-    return self.stats.line(self._final_row, metrics)
+    line = self.stats.line(self._final_row, metrics)
+    if self.feed is not None:  # the runners' count and lag
+      scalars, text = self.feed.report()
+      for name, value in scalars.items():
+        self.stats.scalar(name, value, self.frames)
+      line += text
+    return line
 
   def _adjust_rate(self) -> float:
     samples = int(self.counters["train_samples"].numpy())
