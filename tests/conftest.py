@@ -26,6 +26,21 @@ SERIAL_FILES = (
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def missing_serial_files(paths=SERIAL_FILES):
+  """The paths of `paths` (relative to the repository root) that are no file."""
+  return [p for p in paths if not os.path.isfile(os.path.join(_ROOT, p))]
+
+
+def pytest_configure(config):
+  # A renamed or moved test file would silently leave the serial group (and
+  # run beside the tests it must not meet): the run stops instead.
+  del config
+  missing = missing_serial_files()
+  if missing:
+    raise pytest.UsageError(f"tests/conftest.py: SERIAL_FILES lists {missing}, which "
+                            "do not exist; list the serial test files by their paths")
+
+
 def pytest_collection_modifyitems(config, items):
   # tf.test.TestCase has a `test_session` helper that pytest would collect and
   # report as a skipped test; it is not one.
