@@ -75,7 +75,6 @@ class RemoteRunner:
     from tfrl.ga3c.queues import Queues
     from tfrl.ga3c.workers import Worker
     # pylint: enable=import-outside-toplevel
-    self._tf = tf
     cfg = spec.config
     self.index = spec.index
     tf.random.set_seed(spec.seed)
