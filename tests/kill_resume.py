@@ -3,9 +3,10 @@
   python tests/kill_resume.py --kills_per_algorithm=20 \
       --output=benchmarks/results/kill_resume_<machine>.json
 
-For each algorithm of --algorithms (GA3C, GA, ES, random search, TD3), in a
-fresh temporary logdir, on small CartPole / Pendulum settings with short
-checkpoint intervals (`ALGORITHMS`):
+For each algorithm of --algorithms (GA3C, GA, ES, random search, TD3, and an
+ES with observation normalization on HalfCheetah-v5, `es_mujoco`), in a fresh
+temporary logdir, on small CartPole / Pendulum / HalfCheetah settings with
+short checkpoint intervals (`ALGORITHMS`):
 
   1. start a run; once it prints its first progress line, wait a time drawn
      uniformly from [0, window] (the window spans several checkpoint
@@ -14,7 +15,9 @@ checkpoint intervals (`ALGORITHMS`):
      as soon as a write starts (a temporary file appears or is rewritten:
      `*.tmp*`, TF's `*_temp*`, an export's `.old`), since a uniform moment
      rarely falls inside one (a GA checkpoint takes milliseconds). `mid-write
-     kills` counts the kills that left such a temporary file behind;
+     kills` counts the kills that left such a temporary file behind. With
+     --after_checkpoint no kill comes before the run's first complete
+     checkpoint, so every resume has one to restore;
   2. start it again with --resume and check the resume: the process starts,
      takes over the stale lock of the killed one (`took over the lock of pid
      <killed pid>`), says that it resumed (or, killed before its first
@@ -99,13 +102,16 @@ class Algorithm:
     return self.module in ("tfrl.ga", "tfrl.es", "tfrl.random_search")
 
 
-def _ne(name: str, module: str, args: Sequence[str]) -> Algorithm:
+def _ne(name: str, module: str, args: Sequence[str], prefix: Optional[str] = None,
+        window: float = 4.0) -> Algorithm:
+  """A GA / ES / random search run; `prefix`: its console lines' (`name` by default)."""
+  prefix = prefix or name
   return Algorithm(
       name=name, module=module, args=(*_NE_COMMON, *args), unit="generations",
-      progress=rf"^\[{name}\] gen\s+(?P<count>\d+) \|.*\| frames\s+(?P<frames>\d+) \|",
-      resumed=rf"^\[{name}\] resumed from .* at generation (?P<count>\d+) "
+      progress=rf"^\[{prefix}\] gen\s+(?P<count>\d+) \|.*\| frames\s+(?P<frames>\d+) \|",
+      resumed=rf"^\[{prefix}\] resumed from .* at generation (?P<count>\d+) "
               rf"\((?P<frames>\d+) frames\)",
-      window=4.0, interval=1, deterministic=True)
+      window=window, interval=1, deterministic=True)
 
 
 ALGORITHMS: Dict[str, Algorithm] = {
@@ -125,6 +131,13 @@ ALGORITHMS: Dict[str, Algorithm] = {
                                 "--center_episodes=2")),
     "random_search": _ne("random_search", "tfrl.random_search",
                          ("--hidden=8", "--elite_candidates=2", "--elite_episodes=2")),
+    # A normalized ES with a continuous head on HalfCheetah-v5 (the MuJoCo
+    # ops): its observation statistics are part of what a resume must restore.
+    "es_mujoco": _ne("es_mujoco", "tfrl.es", (
+        "--env=HalfCheetah-v5", "--hidden=8", "--activation=tanh", "--action_head=tanh",
+        "--obs_norm", "--obs_norm_fraction=0.5", "--obs_norm_clip=5", "--num_envs=4",
+        "--max_episode_frames=60", "--sigma=0.05", "--learning_rate=0.05",
+        "--center_episodes=1"), prefix="es", window=2.0),
     "td3": Algorithm(
         name="td3", module="tfrl.td3",
         args=("--env=Pendulum-v1", "--total_steps=100000000", "--start_steps=50",
@@ -474,121 +487,186 @@ def compare_final(killed_logdir: str, reference_logdir: str) -> List[str]:
   return diffs
 
 
-def run_algorithm(algorithm: Algorithm, kills: int, rng: random.Random,
-                  timeout: float = 240.0, slack: float = 1.0,
-                  log: Callable[[str], None] = print, keep_logdirs: bool = False,
-                  budget_seconds: Optional[float] = None,
-                  aimed_fraction: float = 0.5) -> dict:
-  """Kills and resumes one algorithm `kills` times; its summary and every kill.
+def wait_for_a_checkpoint(algorithm: Algorithm, launch: Launch, logdir: str,
+                          timeout: float, poll: float = 0.01) -> bool:
+  """Waits until the logdir holds a complete checkpoint; False if the run
+  ends or `timeout` seconds pass first."""
+  deadline = time.time() + timeout
+  while time.time() < deadline and launch.alive():
+    if _checkpoint_mtimes(algorithm, logdir):
+      return True
+    time.sleep(poll)
+  return bool(_checkpoint_mtimes(algorithm, logdir))
 
-  With `budget_seconds`, fewer kills once that much time has gone by (the
-  run is then resumed and finished as after the last kill). A kill is aimed
-  at a write with probability `aimed_fraction` (see the module docstring).
-  """
-  if kills < 1:
-    raise ValueError(f"kills must be >= 1, got {kills}")
-  work = tempfile.mkdtemp(prefix=f"tfrl_kill_resume_{algorithm.name}_")
-  logdir = os.path.join(work, "run")
-  env = _env()
-  trials: List[dict] = []
-  result = {"algorithm": algorithm.name, "unit": algorithm.unit, "kills": 0,
-            "kills_requested": kills,
-            "window_seconds": algorithm.window, "interval": algorithm.interval,
-            "workdir": work, "trials": trials}
-  t0 = time.time()
-  launch: Optional[Launch] = None
-  try:
-    launch = Launch(command(algorithm, logdir, resume=False), env)
-    start = start_run(algorithm, launch, resume=False, timeout=timeout)
-    if not start.ok:
-      trials.append({"kill": 0, "ok": False, "problem": start.problem})
-      log(f"[kill_resume] {algorithm.name}: the first launch failed: {start.problem}")
-    for k in range(kills if start.ok else 0):
-      # Kill at a uniform moment after its first progress line; an aimed kill
-      # then waits for the next write to start (a checkpoint, mostly) and
-      # kills the run as soon as it sees one.
-      delay = rng.uniform(0.0, algorithm.window)
-      aimed = rng.random() < aimed_fraction
-      time.sleep(max(start.progress_at + delay - time.time(), 0.0))
-      aimed_hit = aimed and wait_for_a_write(logdir, algorithm.window)
-      if not launch.alive():
-        trials.append({"kill": k, "ok": False,
-                       "problem": f"the run ended before its kill: {launch.error()}"})
-        log(f"[kill_resume] {algorithm.name}: run {k} ended early: {launch.error()}")
-        start = Start(False, problem="(ended early)")
-        break
-      t_kill = launch.kill(signal.SIGKILL)
-      launch.wait()
-      result["kills"] += 1
-      mid_write = _partial_writes(logdir, launch.started)
-      mtimes = _checkpoint_mtimes(algorithm, logdir)
-      tf_latest = None if algorithm.neuroevolution else _tf_latest(logdir)
-      killed, killed_start = launch, start
-      launch.close()
-      launch.save_console(os.path.join(work, f"console-{k}.txt"))
-      final = k == kills - 1 or bool(budget_seconds and time.time() - t0 >= budget_seconds)
-      generations = None
-      if final and algorithm.neuroevolution:
-        with contextlib.suppress(OSError, ValueError):
-          generations = _load_final(logdir)[0]["generation"]
-        generations = (generations or 0) + FINAL_EXTRA_GENERATIONS
-        result["final_generations"] = generations
-      launch = Launch(command(algorithm, logdir, resume=True, generations=generations), env)
-      start = start_run(algorithm, launch, resume=True, timeout=timeout)
-      record = {"kill": k, "kill_after_progress_s": round(t_kill - killed_start.progress_at, 3),
-                "aimed": aimed, "aimed_at_a_write": aimed_hit, "mid_write": mid_write,
-                "checkpoint_ages_at_kill": {name: round(t_kill - m, 3)
-                                            for name, m in sorted(mtimes.items())}}
-      if start.kind:
-        record.update(check_resume(algorithm, killed, killed_start, t_kill, start, mtimes,
-                                   tf_latest, slack))
-      if not start.ok:
-        record["ok"] = False
-        record["problem"] = "; ".join(p for p in (record.get("problem"), start.problem) if p)
-      trials.append(record)
-      log(f"[kill_resume] {algorithm.name} kill {k + 1}/{kills} at "
-          f"+{record['kill_after_progress_s']:.2f} s"
-          f"{' (aimed at a write)' if aimed_hit else ''}: "
-          f"{record.get('resume', '?')} from {record.get('resumed_from')} "
-          f"(printed {record.get('last_printed')}, lost {record.get('lost')} {algorithm.unit}"
-          f"{', mid-write ' + ','.join(mid_write) if mid_write else ''})"
-          f"{'' if record['ok'] else ' FAILED: ' + str(record['problem'])}")
-      if not start.ok or final:
-        break
-    # The last resumed launch ends on its own (GA, ES, random search) or by SIGTERM.
-    if start.ok and trials and trials[-1].get("ok"):
-      if algorithm.neuroevolution:
-        code = launch.wait(timeout=timeout)
-        result["final_exit"] = code
-        if code != 0:
-          result["final_problem"] = f"the finishing run exited {code}: {launch.error()}"
-        else:
-          reference = os.path.join(work, "uninterrupted")
-          ref = Launch(command(algorithm, reference, resume=False,
-                               generations=result["final_generations"]), env)
-          try:
-            ref_code = ref.wait(timeout=timeout)
-          finally:
-            ref.close()
-          if ref_code != 0:
-            result["final_problem"] = f"the uninterrupted run exited {ref_code}: {ref.error()}"
-          else:
-            diffs = compare_final(logdir, reference)
-            result["final_equal"] = not diffs
-            if diffs:
-              result["final_problem"] = "final state differs: " + "; ".join(diffs[:5])
-      else:
-        launch.kill(signal.SIGTERM)
-        code = launch.wait(timeout=timeout)
-        result["final_exit"] = code
-        result["final_clean_stop"] = code == 0
-        if code != 0:
-          result["final_problem"] = f"SIGTERM after the last resume: exit {code}: {launch.error()}"
-  finally:
-    if launch is not None:
-      launch.close()
-      launch.save_console(os.path.join(work, "console-last.txt"))
-    result["seconds"] = round(time.time() - t0, 1)
+
+@dataclasses.dataclass
+class KillPlan:
+  """How one algorithm is killed: `kills` times, each at a moment drawn from
+  `rng` (see the module docstring), aimed at a write with probability
+  `aimed_fraction`; with `after_checkpoint`, only once the logdir holds a
+  complete checkpoint (so that every resume has one to restore)."""
+  kills: int
+  rng: random.Random
+  aimed_fraction: float = 0.5
+  after_checkpoint: bool = False
+  budget_seconds: Optional[float] = None
+  timeout: float = 240.0
+  slack: float = 1.0
+
+
+class _KillSession:
+  """One algorithm's kills and resumes in a fresh temporary workdir."""
+
+  def __init__(self, algorithm: Algorithm, plan: KillPlan, log: Callable[[str], None]):
+    self.algorithm, self.plan, self.log = algorithm, plan, log
+    self.work = tempfile.mkdtemp(prefix=f"tfrl_kill_resume_{algorithm.name}_")
+    self.logdir = os.path.join(self.work, "run")
+    self.env = _env()
+    self.trials: List[dict] = []
+    self.result = {"algorithm": algorithm.name, "unit": algorithm.unit, "kills": 0,
+                   "kills_requested": plan.kills, "window_seconds": algorithm.window,
+                   "interval": algorithm.interval, "workdir": self.work,
+                   "trials": self.trials}
+    self.started = time.time()
+    self.launch: Optional[Launch] = None
+    self.start: Optional[Start] = None
+
+  def _launch(self, resume: bool, generations: Optional[int] = None) -> None:
+    self.launch = Launch(command(self.algorithm, self.logdir, resume=resume,
+                                 generations=generations), self.env)
+    self.start = start_run(self.algorithm, self.launch, resume=resume,
+                           timeout=self.plan.timeout)
+
+  def first_launch(self) -> bool:
+    self._launch(resume=False)
+    self.result["setup_line"] = next(
+        (line for _, line in self.launch.lines if " | population " in line), None)
+    if not self.start.ok:
+      self.trials.append({"kill": 0, "ok": False, "problem": self.start.problem})
+      self.log(f"[kill_resume] {self.algorithm.name}: the first launch failed: "
+               f"{self.start.problem}")
+    return self.start.ok
+
+  def _wait_and_kill(self, k: int) -> Optional[tuple]:
+    """Waits for the kill's moment and SIGKILLs the run: (t_kill, aimed,
+    aimed_hit), or None (a failed trial recorded) if the run ended first."""
+    plan, algorithm, launch = self.plan, self.algorithm, self.launch
+    # A uniform moment after its first progress line (and its first
+    # checkpoint, if asked); an aimed kill then waits for the next write to
+    # start (a checkpoint, mostly) and kills the run as soon as it sees one.
+    delay = plan.rng.uniform(0.0, algorithm.window)
+    aimed = plan.rng.random() < plan.aimed_fraction
+    if plan.after_checkpoint:
+      wait_for_a_checkpoint(algorithm, launch, self.logdir, plan.timeout)
+    time.sleep(max(self.start.progress_at + delay - time.time(), 0.0))
+    aimed_hit = aimed and wait_for_a_write(self.logdir, algorithm.window)
+    if not launch.alive():
+      self.trials.append({"kill": k, "ok": False,
+                          "problem": f"the run ended before its kill: {launch.error()}"})
+      self.log(f"[kill_resume] {algorithm.name}: run {k} ended early: {launch.error()}")
+      self.start = Start(False, problem="(ended early)")
+      return None
+    t_kill = launch.kill(signal.SIGKILL)
+    launch.wait()
+    self.result["kills"] += 1
+    return t_kill, aimed, aimed_hit
+
+  def _final_generations(self) -> Optional[int]:
+    """GA / ES / random search: the generations the finishing run goes to."""
+    if not self.algorithm.neuroevolution:
+      return None
+    generations = None
+    with contextlib.suppress(OSError, ValueError):
+      generations = _load_final(self.logdir)[0]["generation"]
+    generations = (generations or 0) + FINAL_EXTRA_GENERATIONS
+    self.result["final_generations"] = generations
+    return generations
+
+  def kill_and_resume(self, k: int) -> bool:
+    """Kill k and its resume; whether to go on with another kill."""
+    algorithm, plan = self.algorithm, self.plan
+    killed = self._wait_and_kill(k)
+    if killed is None:
+      return False
+    t_kill, aimed, aimed_hit = killed
+    mid_write = _partial_writes(self.logdir, self.launch.started)
+    mtimes = _checkpoint_mtimes(algorithm, self.logdir)
+    tf_latest = None if algorithm.neuroevolution else _tf_latest(self.logdir)
+    killed_launch, killed_start = self.launch, self.start
+    killed_launch.close()
+    killed_launch.save_console(os.path.join(self.work, f"console-{k}.txt"))
+    final = k == plan.kills - 1 or bool(
+        plan.budget_seconds and time.time() - self.started >= plan.budget_seconds)
+    self._launch(resume=True, generations=self._final_generations() if final else None)
+    record = {"kill": k, "kill_after_progress_s": round(t_kill - killed_start.progress_at, 3),
+              "aimed": aimed, "aimed_at_a_write": aimed_hit, "mid_write": mid_write,
+              "checkpoint_ages_at_kill": {name: round(t_kill - m, 3)
+                                          for name, m in sorted(mtimes.items())}}
+    if self.start.kind:
+      record.update(check_resume(algorithm, killed_launch, killed_start, t_kill, self.start,
+                                 mtimes, tf_latest, plan.slack))
+    if not self.start.ok:
+      record["ok"] = False
+      record["problem"] = "; ".join(p for p in (record.get("problem"), self.start.problem)
+                                    if p)
+    self.trials.append(record)
+    self._log_trial(k, record, aimed_hit, mid_write)
+    return self.start.ok and not final
+
+  def _log_trial(self, k: int, record: dict, aimed_hit: bool, mid_write: List[str]) -> None:
+    self.log(f"[kill_resume] {self.algorithm.name} kill {k + 1}/{self.plan.kills} at "
+             f"+{record['kill_after_progress_s']:.2f} s"
+             f"{' (aimed at a write)' if aimed_hit else ''}: "
+             f"{record.get('resume', '?')} from {record.get('resumed_from')} "
+             f"(printed {record.get('last_printed')}, lost {record.get('lost')} "
+             f"{self.algorithm.unit}{', mid-write ' + ','.join(mid_write) if mid_write else ''})"
+             f"{'' if record['ok'] else ' FAILED: ' + str(record['problem'])}")
+
+  def finish(self) -> None:
+    """The last resumed launch ends on its own (GA, ES, random search: then
+    compared with an uninterrupted run) or by SIGTERM (GA3C, TD3)."""
+    if not (self.start.ok and self.trials and self.trials[-1].get("ok")):
+      return
+    result, launch, timeout = self.result, self.launch, self.plan.timeout
+    if not self.algorithm.neuroevolution:
+      launch.kill(signal.SIGTERM)
+      code = launch.wait(timeout=timeout)
+      result["final_exit"] = code
+      result["final_clean_stop"] = code == 0
+      if code != 0:
+        result["final_problem"] = f"SIGTERM after the last resume: exit {code}: {launch.error()}"
+      return
+    code = launch.wait(timeout=timeout)
+    result["final_exit"] = code
+    if code != 0:
+      result["final_problem"] = f"the finishing run exited {code}: {launch.error()}"
+      return
+    reference = os.path.join(self.work, "uninterrupted")
+    ref = Launch(command(self.algorithm, reference, resume=False,
+                         generations=result["final_generations"]), self.env)
+    try:
+      ref_code = ref.wait(timeout=timeout)
+    finally:
+      ref.close()
+    if ref_code != 0:
+      result["final_problem"] = f"the uninterrupted run exited {ref_code}: {ref.error()}"
+      return
+    result["final_arrays"] = sorted(_load_final(self.logdir)[1])
+    diffs = compare_final(self.logdir, reference)
+    result["final_equal"] = not diffs
+    if diffs:
+      result["final_problem"] = "final state differs: " + "; ".join(diffs[:5])
+
+  def close(self) -> None:
+    if self.launch is not None:
+      self.launch.close()
+      self.launch.save_console(os.path.join(self.work, "console-last.txt"))
+    self.result["seconds"] = round(time.time() - self.started, 1)
+
+
+def _summarize(result: dict, neuroevolution: bool) -> dict:
+  """The summary figures of a session's trials, added to its result."""
+  trials = result["trials"]
   ok = [t for t in trials if t.get("ok")]
   result["resumes_ok"] = len(ok)
   result["failures"] = len(trials) - len(ok) + (1 if result.get("final_problem") else 0)
@@ -600,11 +678,40 @@ def run_algorithm(algorithm: Algorithm, kills: int, rng: random.Random,
   result["mid_write_kills"] = sum(1 for t in trials if t.get("mid_write"))
   result["aimed_kills"] = sum(1 for t in trials if t.get("aimed_at_a_write"))
   result["no_checkpoint_resumes"] = sum(1 for t in trials if t.get("resume") == "no checkpoint")
-  if algorithm.neuroevolution:
+  if neuroevolution:
     result["max_lost_frames"] = max((t.get("lost_frames", 0) for t in trials), default=0)
     result["total_lost_frames"] = sum(t.get("lost_frames", 0) for t in trials)
+  return result
+
+
+def run_algorithm(algorithm: Algorithm, kills: int, rng: random.Random,
+                  timeout: float = 240.0, slack: float = 1.0,
+                  log: Callable[[str], None] = print, keep_logdirs: bool = False,
+                  budget_seconds: Optional[float] = None,
+                  aimed_fraction: float = 0.5, after_checkpoint: bool = False) -> dict:
+  """Kills and resumes one algorithm `kills` times; its summary and every kill.
+
+  With `budget_seconds`, fewer kills once that much time has gone by (the
+  run is then resumed and finished as after the last kill). A kill is aimed
+  at a write with probability `aimed_fraction` (see the module docstring);
+  with `after_checkpoint`, no kill comes before the run's first complete
+  checkpoint.
+  """
+  if kills < 1:
+    raise ValueError(f"kills must be >= 1, got {kills}")
+  plan = KillPlan(kills, rng, aimed_fraction, after_checkpoint, budget_seconds, timeout, slack)
+  session = _KillSession(algorithm, plan, log)
+  try:
+    if session.first_launch():
+      for k in range(kills):
+        if not session.kill_and_resume(k):
+          break
+    session.finish()
+  finally:
+    session.close()
+  result = _summarize(session.result, algorithm.neuroevolution)
   if not keep_logdirs and not result["failures"]:
-    shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(session.work, ignore_errors=True)
     result["workdir"] = None
   return result
 
@@ -653,13 +760,13 @@ def main(argv):
   results = run(fv.algorithms, fv.kills_per_algorithm, seed=fv.seed, timeout=fv.timeout,
                 slack=fv.ga3c_slack_seconds, keep_logdirs=fv.keep_logdirs,
                 budget_seconds=fv.minutes_per_algorithm * 60 or None,
-                aimed_fraction=fv.aimed_fraction)
+                aimed_fraction=fv.aimed_fraction, after_checkpoint=fv.after_checkpoint)
   print()
   print(table(results))
   out = {"provenance": record, "kills_per_algorithm": fv.kills_per_algorithm,
          "minutes_per_algorithm": fv.minutes_per_algorithm,
          "seed": fv.seed, "ga3c_slack_seconds": fv.ga3c_slack_seconds,
-         "aimed_fraction": fv.aimed_fraction,
+         "aimed_fraction": fv.aimed_fraction, "after_checkpoint": fv.after_checkpoint,
          "minutes": round((time.time() - started) / 60, 1),
          "settings": {r["algorithm"]: list(ALGORITHMS[r["algorithm"]].args) for r in results},
          "results": results}
@@ -685,6 +792,8 @@ if __name__ == "__main__":
   flags.DEFINE_integer("seed", 0, "Seed of the kill moments.")
   flags.DEFINE_float("aimed_fraction", 0.5, "Share of the kills aimed at a write (the "
                      "first write after the random wait).")
+  flags.DEFINE_bool("after_checkpoint", False, "No kill before the run's first complete "
+                    "checkpoint (every resume then restores one).")
   flags.DEFINE_float("timeout", 240.0, "Seconds a launch may take to start progressing "
                      "(and a finishing run to end).")
   flags.DEFINE_float("ga3c_slack_seconds", 1.0, "GA3C: margin, in seconds, on top of "

@@ -1,10 +1,15 @@
 """A short tests/kill_resume.py: SIGKILL at a random moment, then --resume.
 
 GA, ES and random search are killed twice each and then finished; their final
-checkpoint must equal an uninterrupted run's. GA3C and TD3 are killed once
-and stopped with SIGTERM after the resume. Every resume must take over the
-stale lock, say where it resumed from and lose at most one checkpoint
-interval (see the script's docstring).
+checkpoint must equal an uninterrupted run's. So is an ES with observation
+normalization on HalfCheetah-v5 (the MuJoCo ops), killed only once it has a
+checkpoint: its resumes restore the normalizer too, and its final state,
+normalizer included, equals the uninterrupted run's bit for bit. GA3C and TD3
+are killed once and stopped with SIGTERM after the resume; GA3C's kill comes
+after its first checkpoint and is aimed at a write, and must land inside one
+and resume from a checkpoint. Every resume must take over the stale lock, say
+where it resumed from and lose at most one checkpoint interval (see the
+script's docstring).
 """
 
 import dataclasses
@@ -29,15 +34,16 @@ kill_resume = _load_script()
 # Shorter kill windows than the long run's: each still spans the moments the
 # checkpoints are written (GA / ES / random search: every generation; GA3C:
 # every 2 s; TD3: every 200 steps).
-_WINDOWS = {"ga": 1.0, "es": 1.0, "random_search": 1.0, "ga3c": 3.0, "td3": 1.5}
+_WINDOWS = {"ga": 1.0, "es": 1.0, "random_search": 1.0, "es_mujoco": 1.0, "ga3c": 3.0,
+            "td3": 1.5}
 
 
 class KillResumeTest(unittest.TestCase):
 
-  def _run(self, name: str, kills: int, seed: int) -> dict:
+  def _run(self, name: str, kills: int, seed: int, **kwargs) -> dict:
     algorithm = dataclasses.replace(kill_resume.ALGORITHMS[name], window=_WINDOWS[name])
     result = kill_resume.run_algorithm(algorithm, kills, random.Random(seed), timeout=180.0,
-                                       log=lambda line: None)
+                                       log=lambda line: None, **kwargs)
     problems = [f"kill {t.get('kill')}: {t.get('problem')}"
                 for t in result["trials"] if not t.get("ok")]
     if result.get("final_problem"):
@@ -51,10 +57,11 @@ class KillResumeTest(unittest.TestCase):
       self.assertLessEqual(trial["lost"], trial["allowed"])
     return result
 
-  def _neuroevolution(self, name: str) -> None:
-    result = self._run(name, kills=2, seed=1)
+  def _neuroevolution(self, name: str, **kwargs) -> dict:
+    result = self._run(name, kills=2, seed=1, **kwargs)
     self.assertTrue(result["final_equal"])
     self.assertLessEqual(result["max_lost"], 1)  # generations
+    return result
 
   def test_ga(self):
     self._neuroevolution("ga")
@@ -65,9 +72,24 @@ class KillResumeTest(unittest.TestCase):
   def test_random_search(self):
     self._neuroevolution("random_search")
 
+  def test_es_normalized_on_mujoco(self):
+    result = self._neuroevolution("es_mujoco", after_checkpoint=True)
+    self.assertIn("(MujocoEnv)", result["setup_line"])
+    self.assertEqual([t["resume"] for t in result["trials"]], ["resumed", "resumed"])
+    # The compared final state holds the observation statistics.
+    self.assertLessEqual({"obs_norm_sum", "obs_norm_sumsq", "obs_norm_count",
+                         "obs_norm_elite_mean", "obs_norm_elite_std", "theta"},
+                        set(result["final_arrays"]))
+
   def test_ga3c(self):
-    result = self._run("ga3c", kills=1, seed=2)
+    result = self._run("ga3c", kills=1, seed=2, aimed_fraction=1.0, after_checkpoint=True)
     self.assertTrue(result["final_clean_stop"])
+    # The kill came inside a write, and the resume restored a checkpoint
+    # (check_resume: the newest complete one, or the one before it).
+    [trial] = result["trials"]
+    self.assertEqual(trial["resume"], "resumed", trial)
+    self.assertTrue(trial["aimed_at_a_write"], trial)
+    self.assertGreaterEqual(result["mid_write_kills"], 1, trial)
 
   def test_td3(self):
     result = self._run("td3", kills=1, seed=3)
