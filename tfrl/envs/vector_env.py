@@ -15,12 +15,13 @@ class AtariVectorEnv(VectorEnv):
 
   A slot whose episode ended returns its final observation; the next `step`
   resets it (its action is ignored, reward 0), as gymnasium's own vector envs
-  do by default. Takes the arguments of `AtariEnv` (without `auto_reset`).
+  do by default. Takes the arguments of `AtariEnv` (an `EnvProtocol`, or a
+  game name with the protocol's fields as keywords; without `auto_reset`).
   """
 
   metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}
 
-  def __init__(self, game: str, num_envs: int, **kwargs):
+  def __init__(self, game, num_envs: int, **kwargs):
     if "auto_reset" in kwargs:
       raise ValueError("AtariVectorEnv resets finished slots itself; drop auto_reset.")
     self._game, self._kwargs = game, kwargs

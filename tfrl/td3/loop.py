@@ -35,8 +35,8 @@ from tfrl import layers as tl
 from tfrl import run_loop
 from tfrl import tf_checkpoints
 from tfrl.envs.episodes import play_episodes
-from tfrl.envs.gym_env import make_gymnasium
 from tfrl.envs.protocol import make_env
+from tfrl.envs.single_env import make_single_env
 from tfrl.layers import gst
 from tfrl.layers import spec as spec_lib
 from tfrl.td3 import checkpoints as checkpoints_lib
@@ -46,9 +46,9 @@ from tfrl.td3 import networks
 from tfrl.td3 import replay as replay_lib
 
 
-def continuous_env(protocol):
+def continuous_env(protocol, seed: int = 0):
   """The training env: one gymnasium env of `protocol`, with a Box action space."""
-  env = make_gymnasium(protocol.env, protocol.max_episode_steps)
+  env = make_single_env(protocol, seed)  # the implementation evaluation plays
   if not isinstance(env.action_space, gym.spaces.Box):
     raise ValueError(f"TD3 needs a continuous (Box) action space; {protocol.env} has "
                      f"{env.action_space}.")
@@ -112,7 +112,7 @@ class TD3Run(run_loop.Algorithm):
     self.logdir = config.run.logdir
     np.random.seed(config.seed)
     tf.random.set_seed(config.seed)
-    self.env = continuous_env(config.protocol)
+    self.env = continuous_env(config.protocol, config.seed)
     self.eval_env = make_env(config.protocol, 1, config.seed)
     obs_dim = int(np.prod(self.env.observation_space.shape))
     self.low, self.high = self.env.action_space.low, self.env.action_space.high
