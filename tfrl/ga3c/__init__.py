@@ -3,12 +3,13 @@
 Entry point: `python -m tfrl.ga3c` (see `__main__`). Library:
 
   GA3CConfig       typed run configuration          (config.py)
+  build            the run for run_loop.run          (system.py)
   GA3C             the system: loops, threads, stats (system.py; its run: run_loop)
   Queues           typed bounded FIFOQueues          (queues.py)
   AgentPool        agents owning slices of env slots (agents.py)
   Predictor        batched forward passes            (predictor.py)
-  Trainer          batched A3C updates               (trainer.py)
-  Learner, n_step_returns, a3c_loss                  (learner.py)
+  Trainer          batched learner updates           (trainer.py)
+  Learner          a3c / vtrace / appo updates       (learner.py; losses.py, vtrace.py)
   DynamicAdjuster  NA/NP/NT hill climbing            (adjuster.py)
   Stats            console + TensorBoard             (stats.py)
 """
@@ -20,5 +21,5 @@ from tfrl.ga3c.learner import Learner, LearnerConfig, a3c_loss, n_step_returns
 from tfrl.ga3c.predictor import Predictor
 from tfrl.ga3c.queues import Queues
 from tfrl.ga3c.stats import Stats
-from tfrl.ga3c.system import GA3C
+from tfrl.ga3c.system import GA3C, build
 from tfrl.ga3c.trainer import Trainer

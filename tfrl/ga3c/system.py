@@ -60,9 +60,24 @@ def make_network(config: GA3CConfig, num_actions: int, observation_shape,
   return networks.ActorCritic(num_actions, torso, **kwargs)
 
 
-def make_optimizer(config: GA3CConfig):
-  return optimizers.RMSProp(config.learning_rate, decay=config.rmsprop_decay,
+def make_optimizer(config: GA3CConfig, learning_rate=None):
+  """RMSProp (GA3C) or Adam; `learning_rate` may be a tf.Variable (a schedule)."""
+  learning_rate = config.learning_rate if learning_rate is None else learning_rate
+  if config.optimizer == "adam":
+    return optimizers.Adam(learning_rate, epsilon=config.adam_epsilon)
+  return optimizers.RMSProp(learning_rate, decay=config.rmsprop_decay,
                             epsilon=config.rmsprop_epsilon)
+
+
+def learner_config(config: GA3CConfig) -> LearnerConfig:
+  return LearnerConfig(
+      loss=config.loss, discount=config.discount, entropy_beta=config.entropy_beta,
+      log_epsilon=config.log_epsilon, value_coef=config.value_coef,
+      reward_clip=config.reward_clip, loss_reduction=config.loss_reduction,
+      grad_clip_norm=config.grad_clip_norm, vtrace_lambda=config.vtrace_lambda,
+      clip_rho=config.clip_rho, clip_c=config.clip_c, ppo_clip=config.ppo_clip,
+      epochs=config.epochs, minibatches=config.minibatches,
+      normalize_advantages=config.normalize_advantages)
 
 
 def build(config: GA3CConfig) -> run_loop.Job:
@@ -100,7 +115,12 @@ class GA3C(run_loop.Algorithm):
         cfg, self.num_actions, self.observation_shape, self.precision.dtype)
     self.network(tf.zeros((1,) + self.observation_shape,
                           self.observation_dtype))  # Create the variables.
-    self.optimizer = make_optimizer(cfg)
+    if cfg.init == "orthogonal" and network is None:
+      networks.orthogonal_init(self.network, seed=cfg.seed)
+    # A variable, so that the linear schedule can move it (saved with the optimizer).
+    self.learning_rate = tf.Variable(cfg.learning_rate, dtype=tf.float32, trainable=False,
+                                     name="learning_rate")
+    self.optimizer = make_optimizer(cfg, self.learning_rate)
     self.counters = {k: tf.Variable(0, dtype=tf.int64, trainable=False, name=k)
                      for k in COUNTERS}
     checkpointed = dict(network=self.network, optimizer=self.optimizer,
@@ -163,16 +183,10 @@ class GA3C(run_loop.Algorithm):
         counters=self.counters)
     self.predictor = Predictor(self.network, self.queues,
                                batch_size=cfg.prediction_batch_size,
-                               counters=self.counters,
+                               counters=self.counters, version=self.optimizer.step,
                                jit_compile=cfg.jit_compile_predict)
-    self.learner = Learner(
-        self.network, self.optimizer,
-        LearnerConfig(discount=cfg.discount, entropy_beta=cfg.entropy_beta,
-                      log_epsilon=cfg.log_epsilon, value_coef=cfg.value_coef,
-                      reward_clip=cfg.reward_clip,
-                      loss_reduction=cfg.loss_reduction,
-                      grad_clip_norm=cfg.grad_clip_norm),
-        after_update=tl.after_update, jit_compile=cfg.jit_compile_train)
+    self.learner = Learner(self.network, self.optimizer, learner_config(cfg),
+                           after_update=tl.after_update, jit_compile=cfg.jit_compile_train)
     self.trainer = Trainer(self.learner, self.queues,
                            min_segments=cfg.segments_per_min_batch,
                            max_segments=cfg.segments_per_max_batch,
@@ -301,6 +315,7 @@ class GA3C(run_loop.Algorithm):
     time.sleep(0.05)
     now = time.time()
     self._maybe_profile()
+    self._schedule_learning_rate()
     line = None
     if now - self._last_stats >= cfg.stats_every:
       self._last_stats = now
@@ -397,7 +412,7 @@ class GA3C(run_loop.Algorithm):
     sizes = {"prediction": int(self.queues.prediction.size()),
              "training": int(self.queues.training.size())}
     self._final_row = self.stats.report(self.counter_values(), sizes, self.worker_counts(),
-                                        metrics, self.config.learning_rate)
+                                        metrics, float(self.learning_rate.numpy()))
     line = self.stats.line(self._final_row, metrics)
     if self.feed is not None:  # the runners' count and lag
       scalars, text = self.feed.report()
@@ -405,6 +420,13 @@ class GA3C(run_loop.Algorithm):
         self.stats.scalar(name, value, self.frames)
       line += text
     return line
+
+  def _schedule_learning_rate(self) -> None:
+    """--lr_schedule=linear: the step size falls linearly to 0 at max_frames."""
+    cfg = self.config
+    if cfg.lr_schedule == "linear":
+      left = max(0.0, 1.0 - self.frames / cfg.max_frames)
+      self.learning_rate.assign(cfg.learning_rate * left)
 
   def _adjust_rate(self) -> float:
     samples = int(self.counters["train_samples"].numpy())
