@@ -17,16 +17,16 @@ setup.py does, into a temporary directory, and checks that
     far);
   * the per-layer op's tests (delta_conv2d_cases.py) pass against
     it, none skipped, so its kernels run on the machine that builds them.
+
+The option library is compiled once for the module (`option_library`, a
+module-scoped fixture), its objects shared with setup.py's object cache.
 """
 
-import atexit
 import importlib.util
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 
 import pytest
 import tensorflow as tf
@@ -43,7 +43,6 @@ from tests.cpu_features import cpu_flags  # pylint: disable=g-import-not-at-top
 pytestmark = pytest.mark.timeout(2400)
 
 OPTIONS = {"TFRL_BUILD_AMX": "1", "TFRL_BUILD_DELTA_CONV2D": "1"}
-_BUILT = {}
 
 
 def load_setup():
@@ -53,17 +52,15 @@ def load_setup():
   return module
 
 
-def option_library() -> str:
-  """The population library built with every option (once per process)."""
-  if "path" not in _BUILT:
-    setup = load_setup()
-    family = setup.op_families(OPTIONS)["population"]
-    work = tempfile.mkdtemp(prefix="tfrl-build-options-")
-    atexit.register(shutil.rmtree, work, ignore_errors=True)
-    path = os.path.join(work, "_population_ops.so")
-    setup.compile_family(family, path, os.path.join(work, "objects"), setup.tensorflow_flags())
-    _BUILT["path"] = path
-  return _BUILT["path"]
+@pytest.fixture(scope="module")
+def option_library(tmp_path_factory) -> str:
+  """The population library built with every option, once for the module."""
+  setup = load_setup()
+  family = setup.op_families(OPTIONS)["population"]
+  work = tmp_path_factory.mktemp("build-options")
+  path = str(work / "_population_ops.so")
+  setup.compile_family(family, path, str(work / "objects"), setup.tensorflow_flags())
+  return path
 
 
 def symbols(library: str) -> str:
@@ -84,7 +81,7 @@ def info_of(library: str) -> str:
   return out.stdout.strip().splitlines()[-1]
 
 
-class BuildOptionsTest(tf.test.TestCase):
+class DefaultBuildTest(tf.test.TestCase):
 
   test_session = None  # tf.test.TestCase's deprecated helper, not a test.
 
@@ -101,8 +98,17 @@ class BuildOptionsTest(tf.test.TestCase):
     with self.assertRaisesRegex(RuntimeError, "TFRL_BUILD_AMX must be 0 or 1, got 'yes'"):
       setup.op_families({"TFRL_BUILD_AMX": "yes"})
 
+
+class OptionLibraryTest(tf.test.TestCase):
+
+  test_session = None  # tf.test.TestCase's deprecated helper, not a test.
+
+  @pytest.fixture(autouse=True)
+  def _built(self, option_library):  # pylint: disable=redefined-outer-name
+    self.library = option_library
+
   def test_option_library_has_the_amx_kernel_and_dispatches_it_by_cpu(self):
-    library = option_library()
+    library = self.library
     linked = symbols(library)
     self.assertIn("tfrl::population::RunAmxConv", linked)
     self.assertIn("tfrl::population::AmxConv::Compute", linked)
@@ -113,7 +119,7 @@ class BuildOptionsTest(tf.test.TestCase):
     self.assertEqual(info_of(library), repr((("amx", "delta_conv2d"), has_amx, True)))
 
   def test_option_library_passes_the_amx_and_per_layer_tests(self):
-    library = option_library()
+    library = self.library
     tests = ["tests/ops/delta_conv2d_cases.py",
              "tests/ops/test_isa.py::IsaBuildTest::test_amx_path",
              "tests/ops/test_population.py::BFloat16InputConvTest"]
