@@ -24,6 +24,7 @@ from typing import Callable, NoReturn
 from absl import app
 from absl import flags
 
+from tfrl import errors
 from tfrl import presets
 from tfrl.errors import RunFailed
 
@@ -32,12 +33,10 @@ BAD_INPUT = (app.UsageError, ValueError, ImportError, FileNotFoundError)
 # write that meets one (a flags file, a summary) ends the run in one line, exit 1.
 DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 
-_prog = "tfrl"
-
 
 def prog() -> str:
   """The running entry point's name, e.g. "tfrl.ga" (set by `run`)."""
-  return _prog
+  return errors.program()
 
 
 def fail(prog: str, message, code: int = 2) -> NoReturn:
@@ -67,8 +66,7 @@ def _check_preset_flag() -> None:
 
 def run(main: Callable, prog: str) -> None:
   """absl's app.run(main), with bad input reported by `fail`, and --preset."""
-  global _prog
-  _prog = prog
+  errors.set_program(prog)
   argv = sys.argv
   if _define_preset_flag(prog):
     try:

@@ -21,7 +21,7 @@ from typing import Callable, Iterator, NoReturn, Optional
 
 from absl import logging
 
-from tfrl import cli
+from tfrl import errors
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -38,7 +38,7 @@ def _abandon(message: str) -> NoReturn:
   which swallows it). The lock goes with the process; a temporary file or
   folder left behind is replaced by the next write of that file.
   """
-  os.write(2, f"{cli.prog()}: error: {message}\n".encode())
+  os.write(2, f"{errors.program()}: error: {message}\n".encode())
   os._exit(1)
 
 
