@@ -32,12 +32,13 @@ def _batch(seed):
           rng.uniform(-1, 1, (1, _B, 1)).astype(np.float32),
           rng.standard_normal((1, _B)).astype(np.float32),
           rng.standard_normal((1, _B, _OBS)).astype(np.float32),
-          np.ones((1, _B), np.float32))
+          np.ones((1, _B), np.float32),
+          rng.standard_normal((1, _B, 1)).astype(np.float32))  # x policy_noise 0
 
 
 def _critic_gradient(learner, batch, layer):
   """Dense gradient of the TD3 critic loss w.r.t. `layer.kernel` (policy_noise 0)."""
-  obs, action, reward, next_obs, discount = (tf.constant(b[0]) for b in batch)
+  obs, action, reward, next_obs, discount, _ = (tf.constant(b[0]) for b in batch)
   next_action = tf.clip_by_value(learner.target_actor(next_obs), -1.0, 1.0)
   target_q = tf.minimum(learner.target_critic_1(next_obs, next_action),
                         learner.target_critic_2(next_obs, next_action))

@@ -92,7 +92,7 @@ class TD3Test(tf.test.TestCase, parameterized.TestCase):
     batch = (np.random.randn(2, 8, 3).astype(np.float32),
              np.random.uniform(-1, 1, [2, 8, 1]).astype(np.float32),
              np.random.randn(2, 8).astype(np.float32), np.random.randn(2, 8, 3).astype(np.float32),
-             np.ones([2, 8], np.float32))
+             np.ones([2, 8], np.float32), np.random.randn(2, 8, 1).astype(np.float32))
     learner.update(*batch)
     self.assertAllEqual(learner.actor.hidden[0].mask, learner.target_actor.hidden[0].mask)
     kernel = learner.target_actor.hidden[0].kernel.numpy()

@@ -1,6 +1,8 @@
 """The TD3 update (Fujimoto et al. 2018), as one tf.function per training phase.
 
-Per update: target policy smoothing a' = clip(pi'(s') + clip(eps, -c, c));
+Per update: target policy smoothing a' = clip(pi'(s') + clip(sigma * eps, -c, c))
+(eps standard normal, drawn by the caller: `update` is a pure function of
+the weights and its inputs, so a test can replay it);
 y = r + gamma * d * min(Q1'(s', a'), Q2'(s', a')); both critics regress y;
 every `policy_delay` updates the actor ascends Q1(s, pi(s)) and the targets
 move by Polyak averaging. After every update `tfrl.layers.after_update` runs
@@ -78,7 +80,8 @@ class TD3Learner(tf.Module):
         tf.TensorSpec([None, None, self.action_dim], tf.float32),
         tf.TensorSpec([None, None], tf.float32),
         tf.TensorSpec([None, None, obs_dim], tf.float32),
-        tf.TensorSpec([None, None], tf.float32)])
+        tf.TensorSpec([None, None], tf.float32),
+        tf.TensorSpec([None, None, self.action_dim], tf.float32)])
     self.act = tf.function(self.actor, input_signature=[tf.TensorSpec([None, obs_dim],
                                                                       tf.float32)])
 
@@ -94,10 +97,9 @@ class TD3Learner(tf.Module):
   def _critic_variables(self):
     return self.critic_1.trainable_variables + self.critic_2.trainable_variables
 
-  def _one_update(self, obs, action, reward, next_obs, discount):
+  def _one_update(self, obs, action, reward, next_obs, discount, normal):
     c = self.config
-    noise = tf.clip_by_value(tf.random.normal(tf.shape(action)) * c.policy_noise,
-                             -c.noise_clip, c.noise_clip) * self._scale
+    noise = tf.clip_by_value(normal * c.policy_noise, -c.noise_clip, c.noise_clip) * self._scale
     next_action = tf.clip_by_value(self.target_actor(next_obs) + noise, self.action_low,
                                    self.action_high)
     target_q = tf.minimum(self.target_critic_1(next_obs, next_action),
@@ -147,8 +149,9 @@ class TD3Learner(tf.Module):
     critic_pairs = list(zip(critic_grads, critic_vars)) if self._rigl_critics else None
     tl.after_update([self.critic_1, self.critic_2], critic_pairs)
 
-  def _update(self, obs, action, reward, next_obs, discount):
-    """Runs K updates on batches shaped [K, B, ...]; returns mean metrics."""
+  def _update(self, obs, action, reward, next_obs, discount, normal):
+    """Runs K updates on batches shaped [K, B, ...] (`normal`: the standard normal
+    draws of target policy smoothing, [K, B, action_dim]); returns mean metrics."""
     k = tf.shape(obs)[0]
     critic_sum = tf.constant(0.0)
     actor_sum = tf.constant(0.0)
@@ -156,7 +159,7 @@ class TD3Learner(tf.Module):
     q_sum = tf.constant(0.0)
     for i in tf.range(k):
       critic_loss, actor_loss, q = self._one_update(obs[i], action[i], reward[i], next_obs[i],
-                                                    discount[i])
+                                                    discount[i], normal[i])
       critic_sum += critic_loss
       q_sum += q
       has_actor = tf.logical_not(tf.math.is_nan(actor_loss))

@@ -1,13 +1,15 @@
-"""TD3 as a `run_loop.Algorithm`: a Python actor loop over a gymnasium env,
-training phases in one tf.function call, evaluation and export.
+"""TD3 as a `run_loop.Algorithm`: training phases of env steps and updates in
+one compiled graph each (`tfrl.td3.phase`), evaluation and export.
 
     summary = run_loop.run(build(TD3Config(protocol=EnvProtocol(env="Pendulum-v1"))))
 
 A step of the run is a span of env steps up to the next event: a training
 phase (every `update_every` steps), a log line, an evaluation, a checkpoint
-or the end; the run's skeleton (`tfrl.run_loop`) does the rest: the logdir,
-resuming, checkpoints every `checkpoint_every` steps with their replay
-buffers (`tfrl.td3.checkpoints`), signals, the export and `summary.json`.
+or the end; the span's env steps, and at a multiple of `update_every` (from
+`start_steps` on) its `update_every` updates, run in one graph call. The
+run's skeleton (`tfrl.run_loop`) does the rest: the logdir, resuming,
+checkpoints every `checkpoint_every` steps with their replay buffers
+(`tfrl.td3.checkpoints`), signals, the export and `summary.json`.
 
 Reward-aware pruning: each finished training episode's return goes to the
 `RewardAwareController`, which is consulted every `plan.default.frequency`
@@ -16,10 +18,11 @@ training iterations between `begin_step` and `end_step` (see
 every training phase and averaged over all training iterations.
 On resume, the latest checkpoint (networks, optimizers, controller,
 compression tracker, counters, training seconds) and its replay buffer are
-restored; the environment starts a new episode. SIGINT (Ctrl-C) or SIGTERM
-stops the run after the current env step: the checkpoint, replay buffer and
-policies are written, the summary says `"completed": false`, and `--resume`
-carries on from there.
+restored; the environment starts a new episode and the random streams are
+reseeded from (seed, step). SIGINT (Ctrl-C) or SIGTERM stops the run after
+the current span (at most `update_every` env steps and their updates): the
+checkpoint, replay buffer and policies are written, the summary says
+`"completed": false`, and `--resume` carries on from there.
 """
 
 import os
@@ -36,20 +39,22 @@ from tfrl import run_loop
 from tfrl import tf_checkpoints
 from tfrl.envs.episodes import play_episodes
 from tfrl.envs.protocol import make_env
-from tfrl.envs.single_env import make_single_env
 from tfrl.layers import gst
 from tfrl.layers import spec as spec_lib
 from tfrl.td3 import checkpoints as checkpoints_lib
 from tfrl.td3 import config as config_lib
 from tfrl.td3 import learner as learner_lib
 from tfrl.td3 import networks
+from tfrl.td3 import phase as phase_lib
 from tfrl.td3 import replay as replay_lib
 
 
 def continuous_env(protocol, seed: int = 0):
-  """The training env: one gymnasium env of `protocol`, with a Box action space."""
-  env = make_single_env(protocol, seed)  # the implementation evaluation plays
+  """The training env: slot 0 of `protocol`'s batched env (the implementation
+  evaluation plays), without auto-reset, with a Box action space."""
+  env = make_env(protocol, 1, seed, auto_reset=False)
   if not isinstance(env.action_space, gym.spaces.Box):
+    env.close()
     raise ValueError(f"TD3 needs a continuous (Box) action space; {protocol.env} has "
                      f"{env.action_space}.")
   return env
@@ -117,8 +122,7 @@ class TD3Run(run_loop.Algorithm):
     obs_dim = int(np.prod(self.env.observation_space.shape))
     self.low, self.high = self.env.action_space.low, self.env.action_space.high
     self.learner = learner_lib.TD3Learner(config, obs_dim, self.low, self.high, self.plan)
-    self.replay = replay_lib.ReplayBuffer(obs_dim, self.learner.action_dim, config.replay_size,
-                                          config.seed)
+    self.replay = replay_lib.ReplayBuffer(obs_dim, self.learner.action_dim, config.replay_size)
     self.uses_controller = bool(gst.reward_aware_layers(self.learner.networks))
     self.controller = gst.RewardAwareController(config.reward_aware or gst.RewardAwareConfig())
     if self.uses_controller:
@@ -130,11 +134,12 @@ class TD3Run(run_loop.Algorithm):
     self.checkpoint = tf.train.Checkpoint(
         learner=self.learner, controller=self.controller, tracker=self.tracker,
         env_steps=self.env_steps, episodes=self.episodes, seconds=self.seconds)
+    self.phase = phase_lib.TrainingPhase(self.env, self.learner, self.replay, config,
+                                         self.env_steps, self.episodes)
     self.eval_return: Optional[float] = None
     self.recent = []  # the last 10 training episodes' returns
     self.metrics = {}
     self._evaluated_at = None  # the step of this process's last evaluation
-    self._stop_requested = False
 
   # -- run_loop.Algorithm ----------------------------------------------------
 
@@ -149,9 +154,8 @@ class TD3Run(run_loop.Algorithm):
 
   def begin(self) -> None:
     config, t = self.config, self.count()
-    self._rng = np.random.default_rng(config.seed + t)
-    self._obs, _ = self.env.reset(seed=config.seed + int(self.episodes))
-    self._episode_return = 0.0
+    self.phase.reseed(config.seed, t)
+    self.phase.start_episode(config.seed + int(self.episodes))
     self._start, self._seconds0 = time.time(), float(self.seconds)
     self._log_time, self._log_steps = time.time(), t
 
@@ -161,11 +165,9 @@ class TD3Run(run_loop.Algorithm):
       return "total_steps"
     return None
 
-  def request_stop(self) -> None:
-    self._stop_requested = True
-
   def step(self) -> Optional[str]:
-    """Env steps up to the next event, and that event; the final evaluation at the end."""
+    """Env steps up to the next event, in one graph call with the training phase
+    that falls due there; that event; the final evaluation at the end."""
     config, t = self.config, self.count()
     if t >= config.total_steps:
       self._evaluate(t)
@@ -173,16 +175,15 @@ class TD3Run(run_loop.Algorithm):
     events = [config.update_every, config.log_every, config.checkpoint_every]
     end = min([_next_multiple(t, e) for e in events + [config.eval_every] if e] +
               [config.total_steps])
-    start = t
-    while t < end and not self._stop_requested:
-      t = self._env_step()
-    if t == start:  # stopped before its first env step: the events at t are done
-      return None
-    if t >= config.start_steps and t % config.update_every == 0:
-      self._train(t)
-    line = self._log(t) if t % config.log_every == 0 else None
-    if config.eval_every and t % config.eval_every == 0:
-      self._evaluate(t)
+    train = end >= config.start_steps and end % config.update_every == 0
+    before = int(self.learner.num_updates)
+    out = self.phase.run(tf.constant(end - t, tf.int32), train)
+    self._episodes_ended(t, out)
+    if train:
+      self._after_phase(end, before, out)
+    line = self._log(end) if end % config.log_every == 0 else None
+    if config.eval_every and end % config.eval_every == 0:
+      self._evaluate(end)
     self.seconds.assign(self._seconds0 + time.time() - self._start)
     return line
 
@@ -215,34 +216,19 @@ class TD3Run(run_loop.Algorithm):
 
   # -- TD3 -------------------------------------------------------------------
 
-  def _env_step(self) -> int:
-    """One env step with exploration (uniform before `start_steps`); the new count."""
-    config, obs = self.config, self._obs
-    if self.count() < config.start_steps:
-      action = self.env.action_space.sample()
-    else:
-      action = self.learner.act(obs[None].astype(np.float32))[0].numpy()
-      noise = self._rng.normal(size=action.shape) * config.exploration_noise
-      action = np.clip(action + noise * (self.high - self.low) / 2.0, self.low, self.high)
-    next_obs, reward, terminated, truncated, _ = self.env.step(action)
-    self.replay.add(obs, action, reward, next_obs, terminated)
-    self._episode_return += float(reward)
-    self._obs = next_obs
-    t = int(self.env_steps.assign_add(1))
-    if terminated or truncated:
-      self.episodes.assign_add(1)
-      self.recent = (self.recent + [self._episode_return])[-10:]
-      self.controller.record_return(self._episode_return)
-      tf.summary.scalar("train/episode_return", self._episode_return, step=t)
-      self._obs, _ = self.env.reset(seed=config.seed + int(self.episodes))
-      self._episode_return = 0.0
-    return t
+  def _episodes_ended(self, t: int, out) -> None:
+    """The episodes a span of env steps from `t` ended: their returns to the
+    last-10 list, the controller and TensorBoard."""
+    for i in np.flatnonzero(out["ended"].numpy()):
+      episode_return = float(out["returns"][i])
+      self.recent = (self.recent + [episode_return])[-10:]
+      self.controller.record_return(episode_return)
+      tf.summary.scalar("train/episode_return", episode_return, step=t + int(i) + 1)
 
-  def _train(self, t: int) -> None:
-    """One training phase (`update_every` updates); the controller when due."""
-    config, learner = self.config, self.learner
-    before = int(learner.num_updates)
-    self.metrics = learner.update(*self.replay.sample(config.update_every, config.batch_size))
+  def _after_phase(self, t: int, before: int, out) -> None:
+    """After a training phase: its metrics, the controller when due, the tracker."""
+    learner = self.learner
+    self.metrics = {k: v for k, v in out.items() if k not in ("ended", "returns")}
     after = int(learner.num_updates)
     if self.uses_controller and self.controller.decision_due(self.plan.default, before, after):
       decision = self.controller.update(learner.networks)
