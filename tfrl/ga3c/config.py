@@ -118,6 +118,10 @@ class GA3CConfig:
       1.0, "V-trace's truncation of the trace coefficients c_t (IMPALA: 1).")
   ppo_clip: float = flagconfig.field(
       0.1, "appo: the clipped surrogate's epsilon.")
+  appo_anchor: str = flagconfig.field(
+      "learner", "<learner|behaviour>: appo's clip range is centred on the learner's policy "
+      "when the batch arrives (V-trace's weights carry the lag) or on the behaviour policy "
+      "that acted.", choices=("learner", "behaviour"))
   epochs: int = flagconfig.field(
       1, "Passes over each training batch (appo, vtrace; a3c: 1).")
   minibatches: int = flagconfig.field(

@@ -12,7 +12,11 @@ The loss is one of `tfrl.ga3c.losses.LOSSES`:
           and the learner's.
   appo    PPO's clipped surrogate on V-trace targets and advantages (RLlib's
           APPO), `epochs` passes over the batch in `minibatches` of whole
-          segments each.
+          segments each. The clip range is anchored at the learner's policy
+          when the batch arrived (`appo_anchor=learner`: the first pass starts
+          inside it, as synchronous PPO's does, and V-trace's weights carry
+          the lag) or at the behaviour policy (`behaviour`: the lag already
+          spends part of the range).
 
 Every segment carries the policy version that acted (the optimizer's step
 count when the predictor read the weights), so each step measures the policy
@@ -45,6 +49,8 @@ from tfrl import layers as tl
 from tfrl.ga3c import losses
 from tfrl.ga3c import vtrace as vtrace_lib
 
+APPO_ANCHORS = ("learner", "behaviour")
+
 # The names older code and tests import from here.
 n_step_returns = losses.n_step_returns
 a3c_loss = losses.a3c_loss
@@ -68,6 +74,7 @@ class LearnerConfig:
   epochs: int = 1
   minibatches: int = 1
   normalize_advantages: bool = False
+  appo_anchor: str = "learner"
 
   def __post_init__(self):
     if self.loss not in losses.LOSSES:
@@ -80,6 +87,9 @@ class LearnerConfig:
                        "must be 1 (use --loss=appo or vtrace for more).")
     if not 0.0 <= self.vtrace_lambda <= 1.0:
       raise ValueError(f"vtrace_lambda must be in [0, 1], got {self.vtrace_lambda}.")
+    if self.appo_anchor not in APPO_ANCHORS:
+      raise ValueError(f"appo_anchor must be one of {', '.join(APPO_ANCHORS)}, got "
+                       f"{self.appo_anchor!r}.")
     if not self.ppo_clip > 0.0:
       raise ValueError(f"ppo_clip must be > 0, got {self.ppo_clip}.")
 
@@ -167,7 +177,9 @@ class Learner(tf.Module):
     if cfg.loss == "vtrace":
       loss, metrics = losses.vtrace_loss(logits, values, actions, vs, advantages, **common)
     else:
-      loss, metrics = losses.appo_loss(logits, values, actions, behaviour, vs, advantages,
+      anchor = (tf.reshape(batch["anchor_log_prob"], [-1]) if "anchor_log_prob" in batch
+                else behaviour)
+      loss, metrics = losses.appo_loss(logits, values, actions, anchor, vs, advantages,
                                        clip=cfg.ppo_clip, **common)
     metrics["rho_mean"] = tf.reduce_mean(trace.rhos)
     return loss, metrics
@@ -208,6 +220,14 @@ class Learner(tf.Module):
         self._after_update(self.network)
     return metrics
 
+  def _log_probs(self, batch) -> tf.Tensor:
+    """log pi(a_t|x_t) [B, T] of the batch's actions under the network as it is now."""
+    obs = batch["obs"][:, :-1]
+    shape = tf.shape(obs)
+    logits, _ = self.network(tf.reshape(obs, tf.concat([[shape[0] * shape[1]], shape[2:]], 0)))
+    log_pi, _ = losses.log_prob_and_entropy(logits, tf.reshape(batch["action"], [-1]))
+    return tf.stop_gradient(tf.reshape(log_pi, shape[:2]))
+
   def _lag(self, batch) -> Dict[str, tf.Tensor]:
     """Optimizer steps between the policy that acted and this update."""
     if "version" not in batch:
@@ -224,6 +244,8 @@ class Learner(tf.Module):
     batch's sample count."""
     cfg = self.config
     lag = self._lag(batch)
+    if cfg.loss == "appo" and cfg.appo_anchor == "learner":
+      batch = dict(batch, anchor_log_prob=self._log_probs(batch))
     if (cfg.epochs, cfg.minibatches) == (1, 1):
       metrics = self._step(batch)
     else:

@@ -122,22 +122,25 @@ def vtrace_loss(logits, values, actions, vs, pg_advantages, *, entropy_beta, val
                   advantage=pg_advantages)
 
 
-def appo_loss(logits, values, actions, behaviour_log_probs, vs, advantages, *, clip,
+def appo_loss(logits, values, actions, anchor_log_probs, vs, advantages, *, clip,
               entropy_beta, value_coef=0.5,
               reduction="mean") -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
-  """PPO's clipped surrogate against the behaviour policy, values regressed on v_t.
+  """PPO's clipped surrogate around an anchor policy, values regressed on v_t.
 
   Outside [1 - clip, 1 + clip] on the side the advantage pushes towards, the
   surrogate is flat: such a sample gives no policy gradient.
 
   Args:
-    logits [N, A], values [N], actions [N]; behaviour_log_probs [N], log mu(a|x)
-    of the policy that acted; vs, advantages [N] (no gradient flows into them);
-    clip: epsilon of the clip range (> 0).
+    logits [N, A], values [N], actions [N]; anchor_log_probs [N], log of the
+    anchor policy's probability of each action: the behaviour policy mu that
+    acted, or the learner's policy when the batch arrived (the lag then left
+    to V-trace's weights in the advantages: "decoupled" PPO, Hilton et al.
+    2021); vs, advantages [N] (no gradient flows into them); clip: epsilon of
+    the clip range (> 0).
   """
   vs, advantages = tf.stop_gradient(vs), tf.stop_gradient(advantages)
   log_pi, entropy = log_prob_and_entropy(logits, actions)
-  ratio = tf.exp(log_pi - tf.stop_gradient(behaviour_log_probs))
+  ratio = tf.exp(log_pi - tf.stop_gradient(anchor_log_probs))
   surrogate = tf.minimum(ratio * advantages,
                          tf.clip_by_value(ratio, 1.0 - clip, 1.0 + clip) * advantages)
   loss, metrics = _combine(-surrogate, entropy, tf.square(vs - values),

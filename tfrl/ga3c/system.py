@@ -77,7 +77,7 @@ def learner_config(config: GA3CConfig) -> LearnerConfig:
       grad_clip_norm=config.grad_clip_norm, vtrace_lambda=config.vtrace_lambda,
       clip_rho=config.clip_rho, clip_c=config.clip_c, ppo_clip=config.ppo_clip,
       epochs=config.epochs, minibatches=config.minibatches,
-      normalize_advantages=config.normalize_advantages)
+      normalize_advantages=config.normalize_advantages, appo_anchor=config.appo_anchor)
 
 
 def build(config: GA3CConfig) -> run_loop.Job:
