@@ -20,22 +20,20 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrl.envs import EnvProtocol
-from tfrl.neuroevolution import ray_evaluator  # pylint: disable=g-import-not-at-top
-
-# Every node of the test cluster on the loopback address (see ray_evaluator).
-os.environ[ray_evaluator.LOOPBACK_ENV] = "0"
 # The Ray extra (pip install -e '.[test,ray]'); without it this module fails.
-import ray  # pylint: disable=g-import-not-at-top
-from ray import cluster_utils  # pylint: disable=g-import-not-at-top
+import ray
+from ray import cluster_utils
+from ray._private import ray_constants
 
-from tfrl.neuroevolution import es  # pylint: disable=g-import-not-at-top
+from tfrl.envs import EnvProtocol
+from tfrl.neuroevolution import es
 from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import ga
 from tfrl.neuroevolution import heads
 from tfrl.neuroevolution import noise as noise_lib
 from tfrl.neuroevolution import normalization
 from tfrl.neuroevolution import population_net as pn
+from tfrl.neuroevolution import ray_evaluator
 from tfrl.neuroevolution import runner
 from tfrl.neuroevolution import worker
 
@@ -121,16 +119,22 @@ def _comparable_state(algorithm):
 
 @pytest.fixture(scope="module", autouse=True)
 def cluster():
-  c = cluster_utils.Cluster(
-      initialize_head=True,
-      head_node_args={"num_cpus": 0, "object_store_memory": 150 << 20,
-                      "include_dashboard": False})
-  for _ in range(2):
-    c.add_node(num_cpus=1, object_store_memory=150 << 20)
-  ray.init(address=c.address, log_to_driver=False)
-  yield c
-  ray.shutdown()
-  c.shutdown()
+  # Every node of the test cluster on the loopback address, for this module's
+  # tests only: the nodes' processes read the variable when they start, and
+  # this process read it when it imported Ray (its constant says the same).
+  with pytest.MonkeyPatch.context() as patch:
+    patch.setenv(ray_evaluator.LOOPBACK_ENV, "0")
+    patch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)
+    c = cluster_utils.Cluster()
+    try:
+      c.add_node(num_cpus=0, object_store_memory=150 << 20, include_dashboard=False)
+      for _ in range(2):
+        c.add_node(num_cpus=1, object_store_memory=150 << 20)
+      ray.init(address=c.address, log_to_driver=False)
+      yield c
+    finally:  # also when the cluster did not start whole
+      ray.shutdown()
+      c.shutdown()
 
 
 class TestPlacement:
@@ -336,6 +340,16 @@ def _ray_processes(marker: str):
   return pids
 
 
+def _assert_gone(marker: str, timeout: float = 60.0):
+  """Waits until no process names `marker` (Ray's take a moment to exit once
+  told to); fails with those left after `timeout` seconds (a bound that only
+  catches processes that never exit)."""
+  deadline = time.monotonic() + timeout
+  while _ray_processes(marker) and time.monotonic() < deadline:
+    time.sleep(0.1)
+  assert _ray_processes(marker) == [], f"Ray processes left {timeout:g} s after the run"
+
+
 @pytest.fixture
 def ray_tmpdir():
   # Short: Ray's socket paths under it must stay within the 107 bytes of a
@@ -373,8 +387,7 @@ class TestCommandLine:
          "--env=CartPole-v1", "--episodes=2", "--num_envs=2"], env=env, cwd=_ROOT,
         capture_output=True, text=True, timeout=120)
     assert played.returncode == 0, played.stderr[-3000:]
-    time.sleep(1.0)
-    assert _ray_processes(ray_tmpdir) == []
+    _assert_gone(ray_tmpdir)
 
   def test_sigterm_stops_the_run_and_its_ray_processes(self, tmp_path, ray_tmpdir):
     logdir = str(tmp_path / "es")
@@ -391,8 +404,7 @@ class TestCommandLine:
       assert "stopped by a signal" in out
       assert os.path.exists(os.path.join(logdir, "checkpoint.json"))
       # Inside the block: leaving it kills what is left of the run's process group.
-      time.sleep(1.0)
-      assert _ray_processes(ray_tmpdir) == []
+      _assert_gone(ray_tmpdir)
 
   def test_no_worker_can_start_one_line_and_exit_1(self, tmp_path, ray_tmpdir):
     out = subprocess.run(
