@@ -15,6 +15,7 @@ and iproute2's `ip` and `ss`.
 """
 
 import ast
+import contextlib
 import json
 import os
 import re
@@ -24,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 from absl.testing import absltest
 
@@ -40,6 +42,12 @@ _LIST_PROCESSES = (f"python -c \"import os; print('{_LEFT}', sorted(open(f'/proc
                    ".read().strip() for p in os.listdir('/proc') if p.isdigit()))\"")
 _RAY_PROCESSES = ("raylet", "gcs_server", "ray::", "dashboard", "monitor", "log_monitor",
                   "runtime_env")
+# The whole test's time, under pytest's 900 s timeout (setup.cfg) so that a
+# hang fails here, where the namespace is killed, not in pytest-timeout.
+# Generous: the recipe takes a few minutes at most; this only catches a hang.
+_BUDGET_SECONDS = 780
+# Of it, kept for the run without Ray after the recipe.
+_LOCAL_RUN_SECONDS = 240
 
 
 def _block(marker):
@@ -57,8 +65,9 @@ def _env(home, tmp):
   # for the token (~/.ray/auth_token) and TMPDIR for the recipe's mktemp.
   env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
              PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL="3", HOME=home, TMPDIR=tmp)
-  # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, which tests/neuroevolution/test_ray.py
-  # sets in this process, would make the recipe's second `ray start` refuse.
+  # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, which a 'local' Ray run of another
+  # test may leave in this process (tfrl/ray_cluster.py), would make the
+  # recipe's second `ray start` refuse.
   for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS",
                "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"):
     env.pop(name, None)
@@ -86,6 +95,7 @@ def _ga_command(recipe):
 class ClusterRecipeTest(absltest.TestCase):
 
   def test_two_nodes_on_loopback_play_the_local_run(self):
+    deadline = time.monotonic() + _BUDGET_SECONDS
     for tool in ("unshare", "ip", "ss"):
       self.assertIsNotNone(shutil.which(tool), f"needs {tool}: apt-get install util-linux "
                            "iproute2 (the README's test command installs them)")
@@ -103,7 +113,8 @@ class ClusterRecipeTest(absltest.TestCase):
     home = os.path.join(tmp, "home")
     os.makedirs(home)
     env = _env(home, tmp)
-    out = _run_in_namespace(shlex.split(namespace), stdin, env, tmp)
+    out = _run_in_namespace(shlex.split(namespace), stdin, env, tmp,
+                            timeout=deadline - _LOCAL_RUN_SECONDS - time.monotonic())
     log = out.stdout + out.stderr
     self.assertEqual(out.returncode, 0, log[-5000:])
 
@@ -121,7 +132,7 @@ class ClusterRecipeTest(absltest.TestCase):
     left = ast.literal_eval(left)
     self.assertLen(left, 2, left)
     self.assertFalse([p for p in left if p.startswith(_RAY_PROCESSES)], left)
-    self.assertFalse(list(processes.mentioning(tmp).values()))
+    self.assertEqual(_left_after(tmp, deadline), [])
 
     # The same GA without Ray, outside the namespace: the same run.
     [logdir] = [os.path.join(tmp, d, "ga") for d in os.listdir(tmp) if d.startswith("tmp.")]
@@ -131,7 +142,7 @@ class ClusterRecipeTest(absltest.TestCase):
     command = [a if not a.startswith("--logdir=") else f"--logdir={local_logdir}"
                for a in command]
     local = subprocess.run(command, env=env, cwd=_ROOT, capture_output=True, text=True,
-                           timeout=600)
+                           timeout=max(deadline - time.monotonic(), 1.0))
     self.assertEqual(local.returncode, 0, local.stderr[-3000:])
     self.assertNotIn("ray:", local.stdout)
     on_ray, alone = _outcome(out.stdout, logdir), _outcome(local.stdout, local_logdir)
@@ -139,9 +150,18 @@ class ClusterRecipeTest(absltest.TestCase):
     self.assertEqual(on_ray, alone)
 
 
-def _run_in_namespace(command, stdin, env, cwd, timeout=1200):
-  """Runs the namespace's shell on `stdin`; on a timeout kills its process
-  group, and with the namespace's first process every process in it."""
+def _left_after(marker, deadline):
+  """Command lines of processes that mention `marker`, once none does or at
+  `deadline` (a killed namespace's processes take a moment to go)."""
+  while processes.mentioning(marker) and time.monotonic() < deadline:
+    time.sleep(0.1)
+  return list(processes.mentioning(marker).values())
+
+
+def _run_in_namespace(command, stdin, env, cwd, timeout):
+  """Runs the namespace's shell on `stdin`. On a timeout, or any exception
+  (pytest-timeout's, Ctrl-C), kills its process group, and with the
+  namespace's first process every process in it."""
   proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, env=env, cwd=cwd, text=True,
                           start_new_session=True)
@@ -150,8 +170,13 @@ def _run_in_namespace(command, stdin, env, cwd, timeout=1200):
   except subprocess.TimeoutExpired:
     os.killpg(proc.pid, signal.SIGKILL)
     stdout, stderr = proc.communicate()
-    raise AssertionError(f"the recipe did not end within {timeout} s:\n{stdout[-3000:]}\n"
-                         f"{stderr[-3000:]}") from None
+    raise AssertionError(f"the recipe did not end within {timeout:.0f} s:\n"
+                         f"{stdout[-3000:]}\n{stderr[-3000:]}") from None
+  finally:
+    if proc.poll() is None:
+      with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+      proc.wait()
   return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
 
 
