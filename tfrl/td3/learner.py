@@ -1,8 +1,8 @@
 """The TD3 update (Fujimoto et al. 2018), as one tf.function per training phase.
 
 Per update: target policy smoothing a' = clip(pi'(s') + clip(sigma * eps, -c, c))
-(eps standard normal, drawn by the caller: `update` is a pure function of
-the weights and its inputs, so a test can replay it);
+(eps standard normal, drawn by the caller, so that an update is determined
+by the learner's state and its inputs, and a test can replay it);
 y = r + gamma * d * min(Q1'(s', a'), Q2'(s', a')); both critics regress y;
 every `policy_delay` updates the actor ascends Q1(s, pi(s)) and the targets
 move by Polyak averaging. After every update `tfrl.layers.after_update` runs
@@ -28,6 +28,23 @@ from tfrl import layers as tl
 from tfrl import optimizers
 from tfrl.td3 import config as config_lib
 from tfrl.td3 import networks
+
+
+class FusedAdam(optimizers.Adam):
+  """`tfrl.optimizers.Adam` (the same slots and checkpoints, the same update
+  up to rounding) with each variable's step in one fused kernel
+  (`ResourceApplyAdam`) instead of about ten element-wise ops: a TD3 update
+  steps 12 critic and 6 actor variables, and on a CPU each op costs a dispatch."""
+
+  def _update(self, g, v, slots, lr, step):
+    t = tf.cast(step, v.dtype)
+    tf.raw_ops.ResourceApplyAdam(
+        var=v.handle, m=slots["m"].handle, v=slots["u"].handle,
+        beta1_power=tf.pow(tf.constant(self.beta1, v.dtype), t),
+        beta2_power=tf.pow(tf.constant(self.beta2, v.dtype), t),
+        lr=tf.cast(lr, v.dtype), beta1=tf.constant(self.beta1, v.dtype),
+        beta2=tf.constant(self.beta2, v.dtype), epsilon=tf.constant(self.epsilon, v.dtype),
+        grad=g)
 
 
 def _sync(online: tf.Module, target: tf.Module, tau):
@@ -67,8 +84,8 @@ class TD3Learner(tf.Module):
       net(obs, act)
     for online, target in self._pairs():
       _sync(online, target, 1.0)
-    self.actor_optimizer = optimizers.Adam(config.actor_lr, name="actor_adam")
-    self.critic_optimizer = optimizers.Adam(config.critic_lr, name="critic_adam")
+    self.actor_optimizer = FusedAdam(config.actor_lr, name="actor_adam")
+    self.critic_optimizer = FusedAdam(config.critic_lr, name="critic_adam")
     self.num_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="num_updates")
     self._rigl_actor = any(l.needs_gradient for l in tl.layers_of(self.actor))
     self._rigl_critics = any(l.needs_gradient for net in (self.critic_1, self.critic_2)
