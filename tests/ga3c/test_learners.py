@@ -104,6 +104,29 @@ class A3CLossOnBatchTest(tf.test.TestCase):
     self.assertAllClose(loss, total, rtol=1e-5)
 
 
+class APPOAnchorTest(tf.test.TestCase, parameterized.TestCase):
+  test_session = None
+
+  @parameterized.parameters(("learner", 0.0), ("behaviour", 1.0))
+  def test_clip_range_is_centred_on_the_anchor(self, anchor, clipped):
+    # The behaviour policy gave each taken action probability 0.01, far from
+    # the learner's: anchored at the learner, the first step's ratios are all 1
+    # (nothing clipped); anchored at the behaviour policy, all are clipped.
+    rng = np.random.default_rng(5)
+    net = _net(2, seed=5)
+    batch = {"obs": rng.standard_normal((3, _T + 1, 4)).astype(np.float32),
+             "action": rng.integers(0, 2, (3, _T)).astype(np.int32),
+             "reward": rng.uniform(-1, 1, (3, _T)).astype(np.float32),
+             "done": np.zeros((3, _T), bool),
+             "behaviour_log_prob": np.full((3, _T), np.log(0.01), np.float32),
+             "version": np.zeros((3, _T), np.int64)}
+    from tfrl import optimizers  # pylint: disable=import-outside-toplevel
+    config = learner_lib.LearnerConfig(loss="appo", appo_anchor=anchor, ppo_clip=0.2,
+                                       loss_reduction="mean")
+    metrics = learner_lib.Learner(net, optimizers.Adam(1e-3), config).train(batch)
+    self.assertAllClose(metrics["clip_fraction"], clipped)
+
+
 class ShortRunTest(tf.test.TestCase, parameterized.TestCase):
   test_session = None
 
