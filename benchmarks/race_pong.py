@@ -2,58 +2,54 @@
 
   python benchmarks/race_pong.py --modes=throughput --rounds=3 --seconds=180 \\
       --output=benchmarks/results/race_pong_<machine>.json
-  python benchmarks/race_pong.py --modes=score --score_minutes=60 \\
-      --output=benchmarks/results/race_pong_score_<machine>.json
+  python benchmarks/race_pong.py --modes=score --score_rows=tfrl,sb3_ppo \\
+      --score_seeds=0 --score_minutes=60 --output=benchmarks/results/race_pong_score_<machine>.json
+  python benchmarks/race_pong.py --modes=score --score_rows=tfrl,sb3_ppo --score_seeds=1 \\
+      --append --output=benchmarks/results/race_pong_score_<machine>.json   # a later sitting
+  python benchmarks/race_pong.py --dry_run --output=/tmp/plan.json   # the record, nothing run
 
 Each library runs as its users run it, from its own virtualenv outside this
-repository (benchmarks/README.md says how they were installed):
+repository (benchmarks/peers/setup_peers.sh makes them); the rows, their
+commands, networks and settings are in benchmarks/peers/pong_rows.py: tfrl's
+main command (GA3C's CNN), SB3 PPO and A2C through rl-zoo3 (NatureCNN, and
+again with GA3C's CNN: the networks matched), Sample Factory APPO sized for 2
+cores from its docs. Every row but Sample Factory (whose example has no
+setting for it) plays the tfrl preset's sticky actions.
 
-- tfrl: `python -m tfrl.ga3c --preset=ga3c_pong` (TFRL_COMMAND),
-  from tfrl's venv;
-- sb3_ppo, sb3_a2c: `python -m rl_zoo3.train --algo ppo|a2c --env
-  PongNoFrameskip-v4` with rl-zoo3's own Atari hyperparameters (its
-  hyperparams/ppo.yml and a2c.yml), from --sb3_venv, with `--env-kwargs
-  repeat_action_probability:<p>` where p is the tfrl preset's (sticky actions:
-  both sides play the same protocol);
-- sf_appo: Sample Factory's Atari example, `python -m
-  sf_examples.atari.train_atari --algo=APPO --env=atari_pong`, from --sf_venv.
+A quiet machine: before every run the 1-minute load average must fall to
+--max_load_per_core x cores within --settle_seconds (benchmarks/peers/quiet.py);
+otherwise the race prints one line saying so, leaves what it has in
+<workdir>/partial.json, reports nothing and exits 3. Each run records the load
+average before and after it.
 
-Every run is a fresh process in a fresh directory, stopped by Ctrl-C after its
-budget (nothing is left running). Frames are emulator frames, read from each
-library's own TensorBoard log:
+Every run is a fresh process in a fresh directory. tfrl and SB3 are stopped by
+Ctrl-C after their budget (both exit 0); Sample Factory stops itself at its own
+--train_for_seconds (benchmarks/peers/sf_atari.py) and exits 0. Frames are
+emulator frames, read from each library's own TensorBoard log:
 - tfrl: the step of its summaries is emulator frames (env steps x frame skip 4);
 - Stable-Baselines3: the step is `num_timesteps`, agent steps summed over the
   envs; AtariWrapper repeats each action 4 frames (MaxAndSkipEnv), so x 4;
-- Sample Factory: the step is env frames x `env_frameskip` when
-  `summaries_use_frameskip` (its Atari default, read from the run's
-  config.json), so x 1.
+- Sample Factory: the step is env steps, x `env_frameskip` (4) since the run
+  has --summaries_use_frameskip=False (read from the run's config.json).
 
 --modes=throughput: frames/s side by side in interleaved rounds (every row once
 per round, then again), each run --warmup + --seconds long; the rate is the
-growth of the frame count between the first and last log point after the
-warm-up. Each row keeps its best round, its median, and its median ratio to
-tfrl's run of the same round. Log cadences: tfrl every --tfrl_stats_every s,
-SB3 PPO every rollout (1,024 agent steps), SB3 A2C every 100 updates (8,000
-agent steps), Sample Factory every few seconds; a run with fewer than 2 points
-in its window has no rate and says so (lengthen --seconds).
+growth of the frame count between the first and last log point in the window
+[start + warmup, start + warmup + seconds]. Each row keeps its best round, its
+median, and its median ratio to tfrl's run of the same round. A run with fewer
+than 2 log points in its window has no rate and says so (lengthen --seconds).
 
---modes=score: tfrl's main command and SB3 PPO (--score_rows), one seed each,
---score_minutes each, one after the other; score = the undiscounted full-game
-return, rolling mean of the last --window episodes:
-- tfrl: its `episode/rolling_score` summary (--score_window is passed as
-  --window); its episodes are whole games unless the run has --episodic_life
-  (read from its flags.txt, recorded, and warned about: then they are lives);
-- SB3: its Monitor CSVs (`<log>/<algo>/PongNoFrameskip-v4_1/<env>.monitor.csv`,
-  columns r, l, t after a `#{"t_start": ...}` line). rl-zoo3 wraps Monitor
-  around the raw env, inside AtariWrapper, so a row is a whole game (AtariWrapper's
-  life-loss episodes and reward clipping sit outside it; Pong has no lives
-  anyway), r is the unclipped return and l counts emulator frames.
-Writes JSON with provenance (the peers' commands and versions too) and a
-chart of score against minutes.
+--modes=score: --score_rows x --score_seeds, --score_minutes each, one after
+the other; score = the rolling mean of the last --window whole games
+(benchmarks/peers/pong_score.py says how each library's games are read);
+--append adds (row, seed) runs to an earlier --output of the same minutes and
+window, each run with its sitting's provenance. Writes JSON (each side's
+command, versions, network, settings; each run's load) and a chart.
 """
 
 import json
 import os
+import shlex
 import statistics
 import sys
 import tempfile
@@ -61,25 +57,17 @@ import time
 
 from absl import app
 from absl import flags
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks import charts  # pylint: disable=g-import-not-at-top
 from benchmarks import provenance  # pylint: disable=g-import-not-at-top
+from benchmarks.peers import pong_rows  # pylint: disable=g-import-not-at-top
+from benchmarks.peers import pong_score  # pylint: disable=g-import-not-at-top
+from benchmarks.peers import quiet  # pylint: disable=g-import-not-at-top
 from benchmarks.peers import runs  # pylint: disable=g-import-not-at-top
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# tfrl's main command (README): the race runs whatever the preset holds now.
-TFRL_COMMAND = ("-m", "tfrl.ga3c", "--preset=ga3c_pong")
-GYM_ID = "PongNoFrameskip-v4"
-PRESET_FILE = os.path.join(ROOT, "flags", "ga3c_pong.flags")
-FRAME_SKIP = 4
-ROWS = ("tfrl", "sb3_ppo", "sb3_a2c", "sf_appo")
-SB3_PACKAGES = ("stable_baselines3", "rl_zoo3", "sb3_contrib", "torch", "gymnasium",
-                "ale-py", "numpy", "opencv-python")
-SF_PACKAGES = ("sample-factory", "torch", "gymnasium", "ale-py", "shimmy", "numpy",
-               "opencv-python")
+ROWS = tuple(pong_rows.ROWS)
+REFUSED_EXIT = 3
 
 _MODES = flags.DEFINE_list("modes", ["throughput"], "throughput and/or score.")
 _ROWS = flags.DEFINE_list("rows", list(ROWS), f"Throughput rows, of {ROWS}.")
@@ -90,112 +78,105 @@ _WARMUP = flags.DEFINE_float("warmup", 60.0, "Throughput: seconds before the win
 _TFRL_STATS_EVERY = flags.DEFINE_float(
     "tfrl_stats_every", 10.0, "Throughput: tfrl's --stats_every (its log cadence; "
     "the preset's 30 s gives few points in a short window). 0: the preset's.")
-_SCORE_ROWS = flags.DEFINE_list("score_rows", ["tfrl", "sb3_ppo"], "Score-mode rows.")
+_SCORE_ROWS = flags.DEFINE_list("score_rows", ["tfrl", "sb3_ppo"],
+                                f"Score-mode rows, of {pong_rows.SCORE_ROWS}.")
+_SCORE_SEEDS = flags.DEFINE_list("score_seeds", ["0"], "Score: one run per row and seed.")
 _SCORE_MINUTES = flags.DEFINE_float("score_minutes", 60.0, "Score: minutes per run.")
-_WINDOW = flags.DEFINE_integer("window", 100, "Score: episodes in the rolling mean.")
-_SEED = flags.DEFINE_integer("seed", 0, "Seed of every run.")
+_WINDOW = flags.DEFINE_integer("window", 100, "Score: games in the rolling mean.")
+_SEED = flags.DEFINE_integer("seed", 0, "Throughput: the seed of every run.")
 _SB3_VENV = flags.DEFINE_string("sb3_venv", "/work/peers/sb3",
                                 "Virtualenv with stable-baselines3 and rl_zoo3.")
-_SF_VENV = flags.DEFINE_string("sf_venv", "/work/peers/sample-factory",
-                               "Virtualenv with sample-factory and its Atari extra.")
+_SF_VENV = flags.DEFINE_string("sf_venv", "/work/peers/sf",
+                               "Virtualenv with sample-factory and Pong's ROM.")
 _SB3_ARGS = flags.DEFINE_string(
     "sb3_extra_args", "--eval-freq -1",
     "Appended to rl_zoo3.train. Default: no periodic evaluation (it pauses training "
     "every 25k steps for 5 games; neither figure here reads it).")
-_SF_ARGS = flags.DEFINE_string("sf_extra_args", "--device=cpu",
-                               "Appended to train_atari (its default device is a GPU).")
+_SF_ARGS = flags.DEFINE_string("sf_extra_args", "", "Appended to Sample Factory's arguments "
+                               "(after pong_rows.SF_2CORE_ARGS, so they win).")
+_LOAD_FILE = flags.DEFINE_string("load_file", quiet.LOADAVG,
+                                 "Where the load average is read (/proc/loadavg's format).")
+_MAX_LOAD = flags.DEFINE_float("max_load_per_core", quiet.MAX_LOAD_PER_CORE,
+                               "A run starts only at a 1-minute load average up to this "
+                               "times the cores.")
+_SETTLE = flags.DEFINE_float("settle_seconds", 300.0, "How long a run waits for that load.")
+_DRY_RUN = flags.DEFINE_bool("dry_run", False, "Write the record of what would run "
+                             "(commands, versions, networks, settings, load) and run nothing.")
+_APPEND = flags.DEFINE_bool("append", False, "Score: add the runs to an existing --output.")
 _WORKDIR = flags.DEFINE_string("workdir", "", "Where runs write (default: a new temp dir).")
 _OUTPUT = flags.DEFINE_string("output", "race_pong.json", "JSON path.")
 _CHART = flags.DEFINE_string("chart", "", "Chart PNG (default: the JSON path with .png).")
-
-
-def preset_repeat_action_probability():
-  """The sticky-action probability tfrl's preset trains with (0 if it sets none)."""
-  with open(PRESET_FILE) as f:
-    for line in f:
-      if line.startswith("--repeat_action_probability="):
-        return float(line.split("=", 1)[1])
-  return 0.0
 
 
 def _fmt(value, spec):
   return "-" if value is None else format(value, spec)
 
 
-def command(row, rundir, seed, throughput):
-  """The row's command line and the working directory it runs in."""
-  if row == "tfrl":
-    cmd = [sys.executable, *TFRL_COMMAND, f"--logdir={rundir}", f"--seed={seed}",
-           f"--score_window={_WINDOW.value}"]
-    if throughput and _TFRL_STATS_EVERY.value > 0:
-      cmd.append(f"--stats_every={_TFRL_STATS_EVERY.value:g}")
-    return cmd, ROOT
-  if row in ("sb3_ppo", "sb3_a2c"):
-    return ([os.path.join(_SB3_VENV.value, "bin", "python"), "-m", "rl_zoo3.train",
-             "--algo", row[4:], "--env", GYM_ID, "-f", os.path.join(rundir, "logs"),
-             "-tb", os.path.join(rundir, "tb"), "--seed", str(seed),
-             "--env-kwargs", f"repeat_action_probability:{preset_repeat_action_probability():g}",
-             *_SB3_ARGS.value.split()], rundir)
-  if row == "sf_appo":
-    return ([os.path.join(_SF_VENV.value, "bin", "python"), "-m",
-             "sf_examples.atari.train_atari", "--algo=APPO", "--env=atari_pong",
-             "--experiment=race", f"--train_dir={rundir}", f"--seed={seed}",
-             *_SF_ARGS.value.split()], rundir)
-  raise app.UsageError(f"unknown row {row!r}; rows are {', '.join(ROWS)}")
+def venvs():
+  return {"sb3": _SB3_VENV.value, "sf": _SF_VENV.value}
+
+
+def command(row, rundir, seed, seconds, throughput):
+  """The row's command line, working directory and extra environment variables."""
+  tfrl_extra = [f"--score_window={_WINDOW.value}"]
+  if throughput and _TFRL_STATS_EVERY.value > 0:
+    tfrl_extra.append(f"--stats_every={_TFRL_STATS_EVERY.value:g}")
+  extra = {"sb3": shlex.split(_SB3_ARGS.value), "sf": shlex.split(_SF_ARGS.value)}
+  return pong_rows.command(row, venvs(), rundir, seed, seconds, extra, tfrl_extra)
 
 
 def frame_points(row, rundir):
   """(wall_time, emulator frames) points of a run, from its own TensorBoard log."""
   if row == "tfrl":
-    points, per_step = runs.scalars(rundir, ["counters/episodes"]), 1
-  elif row.startswith("sb3_"):
-    points, per_step = runs.scalars(os.path.join(rundir, "tb"), ["time/fps"]), FRAME_SKIP
-  else:
-    points = runs.scalars(os.path.join(rundir, "race", ".summary"), ["perf/_fps"])
-    per_step = 1
+    return runs.scalars(rundir, ["counters/episodes"]), 1
+  if row.startswith("sb3_"):
+    return runs.scalars(os.path.join(rundir, "tb"), ["time/fps"]), pong_rows.FRAME_SKIP
+  points = runs.scalars(os.path.join(rundir, "race", ".summary"), ["perf/_fps"])
+  cfg = peer_config(row, rundir) or {}
+  per_step = 1 if cfg.get("summaries_use_frameskip", True) else cfg.get("env_frameskip")
+  return points, per_step or pong_rows.FRAME_SKIP
+
+
+def peer_config(row, rundir):
+  """The settings the peer itself saved for the run (SB3: config.yml text; SF: config.json)."""
+  if row.startswith("sb3_"):
+    for root, _, files in os.walk(os.path.join(rundir, "logs")):
+      if "config.yml" in files:
+        with open(os.path.join(root, "config.yml")) as f:
+          return f.read()
+  elif row == "sf_appo":
     try:
       with open(os.path.join(rundir, "race", "config.json")) as f:
-        cfg = json.load(f)
-      per_step = 1 if cfg.get("summaries_use_frameskip", True) else cfg["env_frameskip"]
-    except (OSError, ValueError, KeyError):
+        return json.load(f)
+    except (OSError, ValueError):
       pass
-  return points, per_step
+  return None
 
 
-def monitor_episodes(rundir):
-  """SB3's finished games from its Monitor CSVs: [(end wall time, return, frames)]."""
-  episodes = []
-  for root, _, files in os.walk(os.path.join(rundir, "logs")):
-    for name in files:
-      if not name.endswith(".monitor.csv"):
-        continue
-      with open(os.path.join(root, name)) as f:
-        t_start = json.loads(f.readline()[1:])["t_start"]
-        f.readline()  # r,l,t
-        for line in f:
-          parts = line.strip().split(",")
-          if len(parts) >= 3:
-            episodes.append((t_start + float(parts[2]), float(parts[0]), int(parts[1])))
-  return sorted(episodes)
-
-
-def run_once(row, rundir, seconds, seed, throughput):
-  cmd, cwd = command(row, rundir, seed, throughput)
+def run_once(gate, row, rundir, seconds, seed, throughput):
+  """One run after the quiet check; (Finished, its load and peer-config record)."""
+  cmd, cwd, extra_env = command(row, rundir, seed, seconds, throughput)
+  load = quiet.before_run(f"{row} seed {seed}", gate)
   os.makedirs(rundir, exist_ok=True)
-  env = None if row == "tfrl" else runs.peer_env()
+  env = None if row == "tfrl" else runs.peer_env(extra_env)
   print(f"  {row}: {' '.join(cmd)}", flush=True)
-  return runs.run_for(cmd, seconds, os.path.join(rundir + ".out"), cwd=cwd, env=env)
+  # Sample Factory ends itself at `seconds`; the margin lets its stop path finish.
+  budget = seconds + 120 if row == "sf_appo" else seconds
+  done = runs.run_for(cmd, budget, rundir + ".out", cwd=cwd, env=env)
+  load.update(quiet.after_run(gate))
+  return done, {**load, "command": " ".join(cmd), "peer_config": peer_config(row, rundir)}
 
 
-def throughput_round(row, rundir, seed):
-  done = run_once(row, rundir, _WARMUP.value + _SECONDS.value, seed, throughput=True)
+def throughput_round(gate, row, rundir, seed):
+  budget = _WARMUP.value + _SECONDS.value
+  done, record = run_once(gate, row, rundir, budget, seed, throughput=True)
   points, per_step = frame_points(row, rundir)
-  end = done.stop_sent or done.end
-  rate = runs.rate_in_window(points, done.start + _WARMUP.value, end, per_step)
+  window_end = min(done.start + budget, done.end)
+  rate = runs.rate_in_window(points, done.start + _WARMUP.value, window_end, per_step)
   result = {"frames_per_second": rate["per_second"], "log_points": rate["points"],
             "window_seconds": rate.get("seconds"), "frames_in_window": rate.get("units"),
             "frames_per_logged_step": per_step, "stopped": done.how,
-            "returncode": done.returncode, "output": done.output}
+            "returncode": done.returncode, "output": done.output, **record}
   if rate["per_second"] is None or not rate.get("units"):
     why = ("no frame counted" if rate["per_second"] is not None
            else "fewer than 2 log points")
@@ -204,174 +185,187 @@ def throughput_round(row, rundir, seed):
   return result
 
 
-def throughput(workdir, versions):
-  per_row = {row: [] for row in _ROWS.value}
+def throughput(gate, workdir, sides, partial):
+  per_row = {row: [] for row in _ROWS.value if not sides[row].get("missing")}
+  partial["throughput_rounds"] = per_row
   for r in range(_ROUNDS.value):
     print(f"round {r + 1}/{_ROUNDS.value}", flush=True)
-    for row in _ROWS.value:
-      if versions.get(row, {}).get("missing"):
-        continue
-      per_row[row].append(throughput_round(row, os.path.join(workdir, f"tp_{row}_r{r}"),
-                                           _SEED.value))
+    for row, rounds in per_row.items():
+      rounds.append(throughput_round(gate, row, os.path.join(workdir, f"tp_{row}_r{r}"),
+                                     _SEED.value))
   rows = []
   for row, rounds in per_row.items():
     fps = [x["frames_per_second"] for x in rounds]
     ok = [f for f in fps if f is not None]
     ratios = [f / t["frames_per_second"] for f, t in zip(fps, per_row.get("tfrl", []))
               if f is not None and t["frames_per_second"]]
-    rows.append({"row": row, "command": " ".join(command(row, "RUNDIR", _SEED.value, True)[0]),
-                 "best_frames_per_second": max(ok) if ok else None,
+    rows.append({"row": row, "best_frames_per_second": max(ok) if ok else None,
                  "median_frames_per_second": statistics.median(ok) if ok else None,
                  "median_ratio_to_tfrl": statistics.median(ratios) if ratios else None,
                  "rounds": rounds})
   print(f"\nPong training frames/s (emulator frames), {_ROUNDS.value} interleaved rounds, "
         f"{_SECONDS.value:.0f} s after {_WARMUP.value:.0f} s warm-up")
-  print(f"{'row':<10}{'best':>10}{'median':>10}{'x tfrl':>8}  rounds")
+  print(f"{'row':<18}{'M mul-add':>10}{'best':>9}{'median':>9}{'x tfrl':>8}  rounds")
   for r in rows:
-    print(f"{r['row']:<10}{_fmt(r['best_frames_per_second'], '10.0f'):>10}"
-          f"{_fmt(r['median_frames_per_second'], '10.0f'):>10}"
+    mads = sides[r["row"]]["network"]["multiply_adds_per_forward"] / 1e6
+    print(f"{r['row']:<18}{mads:>10.2f}{_fmt(r['best_frames_per_second'], '9.0f'):>9}"
+          f"{_fmt(r['median_frames_per_second'], '9.0f'):>9}"
           f"{_fmt(r['median_ratio_to_tfrl'], '8.2f'):>8}  "
           + " ".join(_fmt(x["frames_per_second"], ".0f") for x in r["rounds"]))
   return rows
 
 
-def tfrl_curve(rundir, start):
-  scores = runs.scalars(rundir, ["episode/rolling_score"])
-  episodes = {p["step"]: p["value"] for p in runs.scalars(rundir, ["counters/episodes"])}
-  return [{"minutes": (p["wall_time"] - start) / 60, "frames": p["step"],
-           "episodes": int(episodes.get(p["step"], 0)), "score": p["value"]} for p in scores]
-
-
-def tfrl_episodic_life(rundir):
-  """Whether the tfrl run ended episodes at lost lives (its flags.txt): then its
-  rolling score is over lives, not whole games, and is not the race's score."""
-  try:
-    with open(os.path.join(rundir, "flags.txt")) as f:
-      return any(line.strip() == "--episodic_life" for line in f)
-  except OSError:
-    return None
-
-
-def sb3_curve(rundir, start):
-  episodes = monitor_episodes(rundir)
-  points, per_step = frame_points("sb3_ppo", rundir)
-  rolling = runs.rolling_mean([e[1] for e in episodes], _WINDOW.value)
-  frames_at = np.cumsum([e[2] for e in episodes]) if episodes else []
-  if points:  # frames at each game's end, from the training log's step counter
-    times = [p["wall_time"] for p in points]
-    steps = [p["step"] * per_step for p in points]
-    frames_at = np.interp([e[0] for e in episodes], times, steps)
-  return [{"minutes": (e[0] - start) / 60, "frames": int(frames), "episodes": i + 1,
-           "score": s, "game_return": e[1]}
-          for i, (e, s, frames) in enumerate(zip(episodes, rolling, frames_at))]
-
-
-def summarize_curve(curve, minutes):
-  inside = [c for c in curve if c["minutes"] <= minutes]
-  full = [c for c in inside if c["episodes"] >= _WINDOW.value]
-  reached = next((c for c in full if c["score"] >= 18), None)
-  last = inside[-1] if inside else None
-  return {"score_at_end": last and last["score"], "episodes_at_end": last and last["episodes"],
-          "frames_at_end": last and last["frames"],
-          "minutes_to_18": reached and reached["minutes"],
-          "frames_to_18": reached and reached["frames"]}
-
-
-def score_race(workdir, versions):
-  results = []
-  for row in _SCORE_ROWS.value:
-    if versions.get(row, {}).get("missing"):
-      continue
-    rundir = os.path.join(workdir, f"score_{row}")
-    done = run_once(row, rundir, _SCORE_MINUTES.value * 60, _SEED.value, throughput=False)
-    curve = (tfrl_curve if row == "tfrl" else sb3_curve)(rundir, done.start)
-    if row == "tfrl" and tfrl_episodic_life(rundir):
+def score_run(gate, workdir, row, seed):
+  rundir = os.path.join(workdir, f"score_{row}_s{seed}")
+  seconds = _SCORE_MINUTES.value * 60
+  done, record = run_once(gate, row, rundir, seconds, seed, throughput=False)
+  if row == "tfrl":
+    curve = pong_score.tfrl_curve(rundir, done.start, _WINDOW.value)
+    episodic_life = pong_score.tfrl_episodic_life(rundir)
+    if episodic_life:
       print("WARNING: tfrl ran with --episodic_life: its scores are per life, not per game")
-    results.append({"row": row, "seed": _SEED.value,
-                    "episodic_life": tfrl_episodic_life(rundir) if row == "tfrl" else False,
-                    "command": " ".join(command(row, rundir, _SEED.value, False)[0]),
-                    "stopped": done.how, "returncode": done.returncode,
-                    "output": done.output, **summarize_curve(curve, _SCORE_MINUTES.value),
-                    "curve": curve})
+  else:
+    curve = pong_score.sb3_curve(rundir, done.start, _WINDOW.value, frame_points(row, rundir))
+    episodic_life = False
+  return {"row": row, "seed": seed, "episodic_life": episodic_life, "stopped": done.how,
+          "returncode": done.returncode, "output": done.output, **record,
+          **pong_score.summarize_curve(curve, _SCORE_MINUTES.value, _WINDOW.value),
+          "curve": curve}
+
+
+def score_race(gate, workdir, sides, partial, sitting):
+  results = partial.setdefault("score", [])
+  for seed in (int(s) for s in _SCORE_SEEDS.value):
+    for row in _SCORE_ROWS.value:
+      if not sides[row].get("missing"):
+        results.append({**score_run(gate, workdir, row, seed), "provenance": sitting})
   print(f"\nPong score (rolling mean of {_WINDOW.value} full games) after "
-        f"{_SCORE_MINUTES.value:g} min, seed {_SEED.value}")
-  print(f"{'row':<10}{'score':>8}{'games':>8}{'frames':>12}{'min to 18':>11}")
+        f"{_SCORE_MINUTES.value:g} min")
+  print(f"{'row':<18}{'seed':>5}{'score':>8}{'games':>8}{'frames':>12}{'min to 18':>11}")
   for r in results:
-    print(f"{r['row']:<10}{_fmt(r['score_at_end'], '8.2f'):>8}"
+    print(f"{r['row']:<18}{r['seed']:>5}{_fmt(r['score_at_end'], '8.2f'):>8}"
           f"{_fmt(r['episodes_at_end'], 'd'):>8}{_fmt(r['frames_at_end'], 'd'):>12}"
           f"{_fmt(r['minutes_to_18'], '11.1f'):>11}")
   return results
 
 
-def score_chart(record, path):
-  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-  fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=100)
-  for r in record["score"]:
-    curve = r["curve"]
-    ax.plot([c["minutes"] for c in curve], [c["score"] for c in curve],
-            color=charts.OURS if r["row"] == "tfrl" else charts.PEER,
-            label=f"{r['row']} (seed {r['seed']})")
-  ax.axhline(18, color="#cccccc", lw=0.8, ls="--")
-  ax.set_xlabel("minutes (wall clock, from process start)")
-  ax.set_ylabel(f"rolling mean of {_WINDOW.value} full games")
-  ax.set_title(f"Pong score against wall clock\n{charts.machine(record)}",
-               fontsize=10)
-  ax.legend()
-  fig.tight_layout()
-  fig.savefig(path)
-  plt.close(fig)
-
-
-def peer_versions():
+def side_records(rows, sticky):
+  """Per row: venv, versions, network and multiply-adds, settings and its command."""
   out = {}
-  for row in set(_ROWS.value) | set(_SCORE_ROWS.value):
-    venv = {"sb3_ppo": _SB3_VENV, "sb3_a2c": _SB3_VENV, "sf_appo": _SF_VENV}.get(row)
-    if venv is None:
-      continue
-    python = os.path.join(venv.value, "bin", "python")
-    if not os.path.exists(python):
-      out[row] = {"venv": venv.value, "missing": f"{python} not found: row skipped"}
-      print(f"{row}: {out[row]['missing']}")
-      continue
-    packages = SF_PACKAGES if row == "sf_appo" else SB3_PACKAGES
-    out[row] = {"venv": venv.value, "versions": runs.venv_versions(venv.value, packages)}
+  for row in rows:
+    spec = pong_rows.ROWS[row]
+    side = spec.record(sticky)
+    side["command"] = " ".join(command(row, "RUNDIR", 0, _WARMUP.value + _SECONDS.value,
+                                       "throughput" in _MODES.value)[0])
+    if spec.venv is None:
+      side["versions"] = "tfrl: the provenance's commit, python and tensorflow"
+    else:
+      venv = venvs()[spec.venv]
+      packages = pong_rows.SF_PACKAGES if spec.venv == "sf" else pong_rows.SB3_PACKAGES
+      side["venv"] = venv
+      if os.path.exists(os.path.join(venv, "bin", "python")):
+        side["versions"] = runs.venv_versions(venv, packages)
+      else:
+        side["missing"] = f"{venv}/bin/python not found: row skipped"
+        print(f"{row}: {side['missing']}")
+    out[row] = side
   return out
 
 
-def main(argv):
-  del argv
+def check_flags():
   modes = set(_MODES.value)
   if not modes or modes - {"throughput", "score"}:
     raise app.UsageError(f"--modes takes throughput and/or score, got {_MODES.value}")
-  unknown = set(_ROWS.value) - set(ROWS)
-  if unknown or set(_SCORE_ROWS.value) - {"tfrl", "sb3_ppo"}:
-    raise app.UsageError(f"--rows are of {', '.join(ROWS)} and --score_rows of tfrl, "
-                         f"sb3_ppo; got {_ROWS.value} and {_SCORE_ROWS.value}")
-  workdir = _WORKDIR.value or tempfile.mkdtemp(prefix="tfrl_race_pong_")
-  record = {"provenance": provenance.provenance(), "tfrl_command": " ".join(TFRL_COMMAND),
-            "workdir": workdir, "peers": peer_versions(), "frame_skip": FRAME_SKIP,
-            "repeat_action_probability": {
-                "tfrl": preset_repeat_action_probability(),
-                "sb3": preset_repeat_action_probability(),
-                "sf_appo": "its Atari example's default (not changed)"},
-            "load_average_start": os.getloadavg(), "started": time.time()}
+  if set(_ROWS.value) - set(ROWS) or set(_SCORE_ROWS.value) - set(pong_rows.SCORE_ROWS):
+    raise app.UsageError(f"--rows are of {', '.join(ROWS)} and --score_rows of "
+                         f"{', '.join(pong_rows.SCORE_ROWS)}; got {_ROWS.value} and "
+                         f"{_SCORE_ROWS.value}")
+  if _APPEND.value and modes != {"score"}:
+    raise app.UsageError("--append adds score runs: use it with --modes=score alone")
+  try:
+    return quiet.Gate(_LOAD_FILE.value, _MAX_LOAD.value, _SETTLE.value)
+  except ValueError as e:
+    raise app.UsageError(str(e)) from e
+
+
+def new_record(gate, workdir):
+  modes = set(_MODES.value)
+  rows = ((set(_ROWS.value) if "throughput" in modes else set())
+          | (set(_SCORE_ROWS.value) if "score" in modes else set()))
+  sticky = pong_rows.preset_repeat_action_probability()
+  record = {"provenance": provenance.provenance(), "modes": sorted(modes),
+            "tfrl_command": " ".join(pong_rows.TFRL_COMMAND), "workdir": workdir,
+            "frame_skip": pong_rows.FRAME_SKIP, "preset_repeat_action_probability": sticky,
+            "sides": side_records([r for r in ROWS if r in rows], sticky),
+            "quiet_gate": gate.settings(), "load_average_start": list(quiet.read_load(gate.path)),
+            "started": time.time()}
   if "throughput" in modes:
-    record["throughput"] = throughput(workdir, record["peers"])
     record["throughput_settings"] = {"seconds": _SECONDS.value, "warmup": _WARMUP.value,
-                                     "rounds": _ROUNDS.value,
+                                     "rounds": _ROUNDS.value, "seed": _SEED.value,
                                      "tfrl_stats_every": _TFRL_STATS_EVERY.value}
   if "score" in modes:
-    record["score"] = score_race(workdir, record["peers"])
-    record["score_settings"] = {"minutes": _SCORE_MINUTES.value, "window": _WINDOW.value,
-                                "seed": _SEED.value}
-  record["load_average_end"] = os.getloadavg()
-  os.makedirs(os.path.dirname(os.path.abspath(_OUTPUT.value)), exist_ok=True)
-  with open(_OUTPUT.value, "w") as f:
+    record.update(score_minutes=_SCORE_MINUTES.value, window=_WINDOW.value)
+  return record
+
+
+def appended_to(record):
+  earlier = provenance.earlier_record(
+      _OUTPUT.value, {"score_minutes": _SCORE_MINUTES.value, "window": _WINDOW.value})
+  done = {(r["row"], r["seed"]) for r in earlier.get("score", [])}
+  again = sorted(f"{row} seed {s}" for row in _SCORE_ROWS.value
+                 for s in (int(x) for x in _SCORE_SEEDS.value) if (row, s) in done)
+  if again:
+    raise app.UsageError(f"--append: {_OUTPUT.value} already has {', '.join(again)}")
+  provenance.add_sitting(earlier, record["provenance"])
+  for row, side in record["sides"].items():
+    earlier.setdefault("sides", {}).setdefault(row, side)
+  return earlier
+
+
+def write(record, path):
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  with open(path, "w") as f:
     json.dump(record, f, indent=1)
+
+
+def race(gate, record, workdir):
+  """The runs; TooBusy leaves what was done in <workdir>/partial.json."""
+  try:
+    if "throughput" in record["modes"]:
+      record["throughput"] = throughput(gate, workdir, record["sides"], record)
+      del record["throughput_rounds"]
+    if "score" in record["modes"]:
+      score_race(gate, workdir, record["sides"], record, record["provenance"])
+  except quiet.TooBusy as e:
+    write(record, os.path.join(workdir, "partial.json"))
+    print(str(e), file=sys.stderr, flush=True)
+    sys.exit(REFUSED_EXIT)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  gate = check_flags()
+  workdir = _WORKDIR.value or tempfile.mkdtemp(prefix="tfrl_race_pong_")
+  record = new_record(gate, workdir)
+  if _DRY_RUN.value:
+    record["dry_run"] = True
+    write(record, _OUTPUT.value)
+    print(f"dry run, nothing ran; JSON: {_OUTPUT.value}")
+    return
+  earlier = appended_to(record) if _APPEND.value else None
+  race(gate, record, workdir)
+  record["load_average_end"] = list(quiet.read_load(gate.path))
+  if earlier is not None:
+    earlier["score"].extend(record["score"])
+    record = earlier
+  if "score" in record["modes"]:
+    record["score_over_seeds"] = pong_score.over_seeds(record["score"])
+  write(record, _OUTPUT.value)
   print(f"JSON: {_OUTPUT.value}  (runs in {workdir})")
-  if "score" in modes and record["score"]:
+  if record.get("score"):
     chart = _CHART.value or os.path.splitext(_OUTPUT.value)[0] + ".png"
-    score_chart(record, chart)
+    pong_score.chart(record, chart, _WINDOW.value)
     print(f"chart: {chart}")
 
 
