@@ -17,10 +17,18 @@ from the process's start, start-up included), one after the other:
 - EvoTorch: benchmarks/peers/evotorch_pgpe.py in --evotorch_venv, PGPE with
   ClipUp on `GymNE` with GymNE's observation normalization, as EvoTorch's own
   examples run MuJoCo (its header gives the hyperparameters), on --cpus Ray
-  actors bound to 127.0.0.1. Its score per generation is `mean_eval`, the
-  population's mean return, as PGPE's status reports it (the centre is not
-  evaluated while it trains); env steps are GymNE's `total_interaction_count`.
+  actors bound to 127.0.0.1, in each of --evotorch_configs: `mlp`, tfrl's
+  network (the preset's 64x64 tanh MLP, tanh action head) and population (48,
+  one episode each, the centre over 2 episodes a generation), and `linear`, its
+  rl_clipup.py walker example (a linear policy, popsize 100 growing to 800).
+  Its score per generation is `mean_eval`, the population's mean return, as
+  PGPE's status reports it, and the centre's mean return over its 2 episodes;
+  env steps are GymNE's `total_interaction_count` plus the centre's episodes.
   It stops by itself at the budget, dropping a generation that ends after it.
+
+Env steps are counted the same way on both sides: the training episodes and
+the centre's (the JSON's `env_steps_counted` says so; EvoTorch's curve also
+has `training_env_steps` alone).
 
 The same score for both: the population's mean return per generation (curves
 against minutes and against env steps), and after the budget, outside it, the
@@ -30,10 +38,18 @@ observation statistics frozen): the undiscounted return, no action noise.
 
 The same CPUs: EvoTorch gets --cpus actors (default: all cores); with fewer
 cores than the machine has, both runs are pinned to cores 0..cpus-1 (taskset).
-Writes JSON with provenance (EvoTorch's command and versions too) and a chart.
+Writes JSON with provenance (EvoTorch's command, versions and settings too)
+and a chart.
+
+A quiet machine: before every run the 1-minute load average must fall to
+--max_load_per_core x cores within --settle_seconds (benchmarks/peers/quiet.py);
+otherwise the race prints one line saying so, leaves what it has in
+<workdir>/partial.json, reports nothing and exits 3. Each run records the load
+average before and after it. --dry_run writes the record of what would run
+(commands, versions, settings, load) and runs nothing.
 
 --append adds runs to an existing --output of the same env, minutes and CPUs
-(a (library, seed) already there is refused): a race of 3 seeds x 2 x 30
+(a (library, configuration, seed) already there is refused): a race of 3 seeds x 2 x 30
 minutes can run one seed per sitting. Each run keeps the provenance of its
 own sitting (commit, CPU model, date), since a seed's two runs, not the
 seeds, share a machine.
@@ -54,6 +70,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import charts  # pylint: disable=g-import-not-at-top
 from benchmarks import provenance  # pylint: disable=g-import-not-at-top
+from benchmarks.peers import evotorch_pgpe  # pylint: disable=g-import-not-at-top
+from benchmarks.peers import quiet  # pylint: disable=g-import-not-at-top
 from benchmarks.peers import runs  # pylint: disable=g-import-not-at-top
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -61,6 +79,12 @@ TFRL_COMMAND = "-m tfrl.es --preset=es_halfcheetah"
 TFRL_EVAL_COMMAND = "-m tfrl.evaluate"
 EVOTORCH_DRIVER = os.path.join(ROOT, "benchmarks", "peers", "evotorch_pgpe.py")
 EVOTORCH_PACKAGES = ("evotorch", "torch", "gymnasium", "mujoco", "ray", "numpy")
+REFUSED_EXIT = 3
+TFRL_NETWORK = ("tanh MLP 64x64 with a tanh action head (the preset's --hidden=64,64 "
+                "--activation=tanh --action_head=tanh)")
+ENV_STEPS_COUNTED = ("training and centre episodes on both sides: tfrl's es/frames (its "
+                     "population's episodes + --center_episodes a generation); EvoTorch's "
+                     "GymNE interactions + its centre's --center_episodes a generation")
 
 _ENV = flags.DEFINE_string("env", "HalfCheetah-v5", "gymnasium env id for both libraries.")
 _MINUTES = flags.DEFINE_float("minutes", 30.0, "Wall-clock minutes per run.")
@@ -71,8 +95,19 @@ _TFRL_COMMAND = flags.DEFINE_string(
     "tfrl_command", TFRL_COMMAND, "tfrl's arguments after the python executable.")
 _EVOTORCH_VENV = flags.DEFINE_string("evotorch_venv", "/work/peers/evotorch",
                                      "Virtualenv with evotorch and gymnasium[mujoco].")
+_EVOTORCH_CONFIGS = flags.DEFINE_list(
+    "evotorch_configs", ["mlp"], f"EvoTorch configurations, of "
+    f"{sorted(evotorch_pgpe.CONFIGS)} (benchmarks/peers/evotorch_pgpe.py); one run each.")
 _EVOTORCH_ARGS = flags.DEFINE_string(
     "evotorch_extra_args", "", "Appended to the EvoTorch driver (e.g. --popsize=200).")
+_LOAD_FILE = flags.DEFINE_string("load_file", quiet.LOADAVG,
+                                 "Where the load average is read (/proc/loadavg's format).")
+_MAX_LOAD = flags.DEFINE_float("max_load_per_core", quiet.MAX_LOAD_PER_CORE,
+                               "A run starts only at a 1-minute load average up to this "
+                               "times the cores.")
+_SETTLE = flags.DEFINE_float("settle_seconds", 300.0, "How long a run waits for that load.")
+_DRY_RUN = flags.DEFINE_bool("dry_run", False, "Write the record of what would run "
+                             "(commands, versions, settings, load) and run nothing.")
 _FINAL_EPISODES = flags.DEFINE_integer("final_episodes", 10,
                                        "Episodes of each final centre.")
 _LIBRARIES = flags.DEFINE_list("libraries", ["tfrl", "evotorch"], "Which to run.")
@@ -98,20 +133,22 @@ def tfrl_command(logdir, seed):
                   f"--seed={seed}", f"--logdir={logdir}"])
 
 
-def evotorch_command(rundir, seed):
+def evotorch_command(rundir, seed, config):
   python = os.path.join(_EVOTORCH_VENV.value, "bin", "python")
-  return _pinned([python, EVOTORCH_DRIVER, f"--env={_ENV.value}",
+  return _pinned([python, EVOTORCH_DRIVER, f"--config={config}", f"--env={_ENV.value}",
                   f"--seconds={_MINUTES.value * 60:g}", f"--seed={seed}",
                   f"--num_actors={_CPUS.value}", f"--final_episodes={_FINAL_EPISODES.value}",
                   f"--log={rundir}/generations.jsonl", f"--result={rundir}/result.json",
                   *shlex.split(_EVOTORCH_ARGS.value)])
 
 
-def run_tfrl(workdir, seed):
+def run_tfrl(gate, workdir, seed):
   logdir = os.path.join(workdir, f"tfrl_s{seed}")
   cmd = tfrl_command(logdir, seed)
+  load = quiet.before_run(f"tfrl seed {seed}", gate)
   print(f"  tfrl seed {seed}: {' '.join(cmd)}", flush=True)
   done = runs.run_for(cmd, _MINUTES.value * 60, logdir + ".out", cwd=ROOT)
+  load.update(quiet.after_run(gate))
   by_step = {}
   for p in runs.scalars(logdir, ["es/mean", "es/elite", "es/frames"]):
     by_step.setdefault(p["step"], {"generation": p["step"],
@@ -120,9 +157,10 @@ def run_tfrl(workdir, seed):
   curve = [{"generation": g["generation"], "minutes": g["minutes"],
             "env_steps": int(g.get("frames", 0)), "mean": g.get("mean"),
             "centre": g.get("elite")} for _, g in sorted(by_step.items())]
-  run = check_finished({"library": "tfrl", "seed": seed, "command": " ".join(cmd),
-                        "stopped": done.how, "returncode": done.returncode,
-                        "output": done.output, "curve": curve}, done)
+  run = check_finished({"library": "tfrl", "config": "preset", "seed": seed,
+                        "command": " ".join(cmd), "stopped": done.how,
+                        "returncode": done.returncode, "output": done.output, **load,
+                        "curve": curve}, done)
   run.update(evaluate_tfrl(logdir, seed))
   return run
 
@@ -145,11 +183,12 @@ def evaluate_tfrl(logdir, seed):
     return {"final_centre_error": done.tail(), "final_eval_command": " ".join(cmd)}
 
 
-def run_evotorch(workdir, seed):
-  rundir = os.path.join(workdir, f"evotorch_s{seed}")
+def run_evotorch(gate, workdir, seed, config):
+  rundir = os.path.join(workdir, f"evotorch_{config}_s{seed}")
+  cmd = evotorch_command(rundir, seed, config)
+  load = quiet.before_run(f"evotorch {config} seed {seed}", gate)
   os.makedirs(rundir, exist_ok=True)
-  cmd = evotorch_command(rundir, seed)
-  print(f"  evotorch seed {seed}: {' '.join(cmd)}", flush=True)
+  print(f"  evotorch {config} seed {seed}: {' '.join(cmd)}", flush=True)
   # Short: Ray's socket paths under it must fit the 107 bytes of a unix socket.
   ray_tmp = tempfile.mkdtemp(prefix="ray_", dir="/tmp")
   env = runs.peer_env({"RAY_TMPDIR": ray_tmp})
@@ -158,28 +197,37 @@ def run_evotorch(workdir, seed):
                         env=env)
   finally:
     shutil.rmtree(ray_tmp, ignore_errors=True)
+  load.update(quiet.after_run(gate))
+  out = check_finished({"library": "evotorch", "config": config, "seed": seed,
+                        "command": " ".join(cmd), "stopped": done.how,
+                        "returncode": done.returncode, "output": done.output, **load,
+                        "curve": evotorch_curve(rundir)}, done)
+  try:
+    with open(os.path.join(rundir, "result.json")) as f:
+      result = json.load(f)
+    out.update(final_centre_returns=result["final_center_returns"],
+               final_centre_mean=result["final_center_mean"], versions=result["versions"],
+               settings=result["args"], parameters=result.get("parameters"))
+  except (OSError, ValueError, KeyError):
+    out["final_centre_error"] = done.tail()
+  return out
+
+
+def evotorch_curve(rundir):
   curve = []
   try:
     with open(os.path.join(rundir, "generations.jsonl")) as f:
       for line in f:
         g = json.loads(line)
         curve.append({"generation": g["generation"], "minutes": g["seconds"] / 60,
-                      "env_steps": g["env_steps"], "mean": g["mean_eval"],
+                      "env_steps": g["env_steps"],
+                      "training_env_steps": g.get("training_env_steps"),
+                      "mean": g["mean_eval"], "centre": g.get("centre_eval"),
                       "median": g["median_eval"], "best": g["pop_best_eval"],
                       "popsize": g["popsize"]})
   except OSError:
     pass
-  out = check_finished({"library": "evotorch", "seed": seed, "command": " ".join(cmd),
-                        "stopped": done.how, "returncode": done.returncode,
-                        "output": done.output, "curve": curve}, done)
-  try:
-    with open(os.path.join(rundir, "result.json")) as f:
-      result = json.load(f)
-    out.update(final_centre_returns=result["final_center_returns"],
-               final_centre_mean=result["final_center_mean"], versions=result["versions"])
-  except (OSError, ValueError, KeyError):
-    out["final_centre_error"] = done.tail()
-  return out
+  return curve
 
 
 def check_finished(run, done):
@@ -199,13 +247,20 @@ def summarize(run):
                            default=None)}
 
 
+def side(run):
+  """tfrl, or evotorch_<config> (runs from before the configurations: linear)."""
+  if run["library"] == "tfrl":
+    return "tfrl"
+  return f"evotorch_{run.get('config', 'linear')}"
+
+
 def print_table(results):
   print(f"\n{_ENV.value}: {_MINUTES.value:g} min per run, {_CPUS.value} CPUs")
-  print(f"{'library':<10}{'seed':>5}{'gens':>6}{'env steps':>12}{'pop mean':>10}"
+  print(f"{'side':<16}{'seed':>5}{'gens':>6}{'env steps':>12}{'pop mean':>10}"
         f"{'centre (log)':>13}{'final centre':>14}")
   for r in results:
     s = r["summary"]
-    print(f"{r['library']:<10}{r['seed']:>5}{_fmt(s['generations'], 'd'):>6}"
+    print(f"{side(r):<16}{r['seed']:>5}{_fmt(s['generations'], 'd'):>6}"
           f"{_fmt(s['env_steps'], 'd'):>12}{_fmt(s['last_mean'], '10.1f'):>10}"
           f"{_fmt(s['last_centre'], '13.1f'):>13}"
           f"{_fmt(r.get('final_centre_mean'), '14.1f'):>14}")
@@ -213,12 +268,13 @@ def print_table(results):
     if r.get("error"):
       lines = [l for l in r["error"].splitlines()[1:] if l.strip()]
       cause = next((l for l in lines if "error" in l.lower()), lines[-1] if lines else "")
-      print(f"{r['library']} seed {r['seed']}: {r['error'].splitlines()[0]} {cause[:200]}")
-  for lib in _LIBRARIES.value:
+      print(f"{side(r)} seed {r['seed']}: {r['error'].splitlines()[0]} {cause[:200]}")
+  for name in sorted({side(r) for r in results}):
     finals = [r["final_centre_mean"] for r in results
-              if r["library"] == lib and r.get("final_centre_mean") is not None]
+              if side(r) == name and r.get("final_centre_mean") is not None]
     if finals:
-      print(f"{lib}: final centre, mean over {len(finals)} seeds: {statistics.fmean(finals):.1f}")
+      print(f"{name}: final centre, mean over {len(finals)} seeds: "
+            f"{statistics.fmean(finals):.1f}")
 
 
 def chart(record, path):
@@ -226,9 +282,10 @@ def chart(record, path):
   fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), dpi=100)
   seeds = sorted({r["seed"] for r in record["runs"]})
   styles = ("-", "--", ":", "-.")
+  colours = {"tfrl": charts.OURS, "evotorch_mlp": charts.PEER, "evotorch_linear": "#999999"}
   for r in record["runs"]:
-    colour = charts.OURS if r["library"] == "tfrl" else charts.PEER
-    label = f"{r['library']} seed {r['seed']}"
+    colour = colours.get(side(r), charts.PEER)
+    label = f"{side(r)} seed {r['seed']}"
     curve = [c for c in r["curve"] if c["mean"] is not None]
     for ax, x in zip(axes, ("minutes", "env_steps")):
       ax.plot([c[x] for c in curve], [c["mean"] for c in curve], color=colour, label=label,
@@ -238,8 +295,9 @@ def chart(record, path):
   for ax in axes:
     ax.set_ylabel("population mean return")
     ax.legend(fontsize=7)
-  names = {"tfrl": "tfrl ES", "evotorch": "EvoTorch PGPE"}
-  ran = [names[lib] for lib in names if any(r["library"] == lib for r in record["runs"])]
+  names = {"tfrl": "tfrl ES", "evotorch_mlp": "EvoTorch PGPE (MLP)",
+           "evotorch_linear": "EvoTorch PGPE (linear)"}
+  ran = [names[n] for n in names if any(side(r) == n for r in record["runs"])]
   fig.suptitle(f"{record['env']}: {' vs '.join(ran)}, {record['cpus']} CPUs\n"
                f"{machines(record)}", fontsize=10)
   fig.tight_layout()
@@ -258,54 +316,118 @@ def machines(record):
                    for m, s in seeds_by_machine.items())
 
 
+def planned_sides():
+  """The sides this sitting runs: tfrl and/or evotorch_<config> per --evotorch_configs."""
+  out = ["tfrl"] if "tfrl" in _LIBRARIES.value else []
+  if "evotorch" in _LIBRARIES.value:
+    out += [f"evotorch_{c}" for c in _EVOTORCH_CONFIGS.value]
+  return out
+
+
 def appended_to():
   """The --output record that --append adds to, checked against this sitting's."""
   earlier = provenance.earlier_record(
       _OUTPUT.value, {"env": _ENV.value, "minutes": _MINUTES.value, "cpus": _CPUS.value})
-  done = {(r["library"], r["seed"]) for r in earlier.get("runs", [])}
-  again = sorted(f"{lib} seed {s}" for s in (int(s) for s in _SEEDS.value)
-                 for lib in _LIBRARIES.value if (lib, s) in done)
+  done = {(side(r), r["seed"]) for r in earlier.get("runs", [])}
+  again = sorted(f"{name} seed {s}" for s in (int(s) for s in _SEEDS.value)
+                 for name in planned_sides() if (name, s) in done)
   if again:
     raise app.UsageError(f"--append: {_OUTPUT.value} already has {', '.join(again)}")
   return earlier
 
 
-def main(argv):
-  del argv
+def evotorch_settings():
+  """Each configuration's settings as the driver resolves them (its parse_args)."""
+  extra = shlex.split(_EVOTORCH_ARGS.value)
+  return {c: {k: v for k, v in vars(evotorch_pgpe.parse_args(
+      [f"--config={c}", "--log=-", "--result=-", *extra])).items()
+              if k not in ("log", "result", "seed", "seconds", "env")}
+          for c in _EVOTORCH_CONFIGS.value}
+
+
+def check_flags():
   if _CPUS.value < 1 or _MINUTES.value <= 0 or not _SEEDS.value:
     raise app.UsageError("--cpus must be >= 1, --minutes > 0 and --seeds not empty.")
   unknown = set(_LIBRARIES.value) - {"tfrl", "evotorch"}
   if unknown:
     raise app.UsageError(f"--libraries takes tfrl and/or evotorch, got {sorted(unknown)}")
-  if "evotorch" in _LIBRARIES.value and not os.path.exists(
-      os.path.join(_EVOTORCH_VENV.value, "bin", "python")):
-    raise app.UsageError(f"no python in --evotorch_venv={_EVOTORCH_VENV.value}")
+  configs = set(_EVOTORCH_CONFIGS.value) - set(evotorch_pgpe.CONFIGS)
+  if configs or not _EVOTORCH_CONFIGS.value:
+    raise app.UsageError(f"--evotorch_configs takes {sorted(evotorch_pgpe.CONFIGS)}, got "
+                         f"{_EVOTORCH_CONFIGS.value}")
+  if ("evotorch" in _LIBRARIES.value and not _DRY_RUN.value and not os.path.exists(
+      os.path.join(_EVOTORCH_VENV.value, "bin", "python"))):
+    raise app.UsageError(f"no python in --evotorch_venv={_EVOTORCH_VENV.value} "
+                         "(benchmarks/peers/setup_peers.sh evotorch makes it)")
+  try:
+    # The load average is the machine's: its limit counts all its cores.
+    return quiet.Gate(_LOAD_FILE.value, _MAX_LOAD.value, _SETTLE.value)
+  except ValueError as e:
+    raise app.UsageError(str(e)) from e
+
+
+def new_record(gate, workdir):
+  python = os.path.join(_EVOTORCH_VENV.value, "bin", "python")
+  return {"provenance": provenance.provenance(), "env": _ENV.value,
+          "minutes": _MINUTES.value, "cpus": _CPUS.value, "workdir": workdir,
+          "tfrl_command": _TFRL_COMMAND.value, "tfrl_eval_command": TFRL_EVAL_COMMAND,
+          "tfrl_network": TFRL_NETWORK, "env_steps_counted": ENV_STEPS_COUNTED,
+          "evotorch": {"venv": _EVOTORCH_VENV.value, "driver": "benchmarks/peers/"
+                       "evotorch_pgpe.py", "extra_args": _EVOTORCH_ARGS.value,
+                       "configs": evotorch_settings(),
+                       "versions": (runs.venv_versions(_EVOTORCH_VENV.value,
+                                                       EVOTORCH_PACKAGES)
+                                    if os.path.exists(python) else None)},
+          "commands": {name: " ".join(
+              tfrl_command("LOGDIR", "SEED") if name == "tfrl" else
+              evotorch_command("RUNDIR", "SEED", name.split("_", 1)[1]))
+                       for name in planned_sides()},
+          "quiet_gate": gate.settings(), "load_average_start": list(quiet.read_load(gate.path)),
+          "runs": []}
+
+
+def race(gate, record, workdir):
+  """Every (seed, side) run; TooBusy leaves what was done in <workdir>/partial.json."""
+  try:
+    for seed in (int(s) for s in _SEEDS.value):
+      for name in planned_sides():
+        result = (run_tfrl(gate, workdir, seed) if name == "tfrl" else
+                  run_evotorch(gate, workdir, seed, name.split("_", 1)[1]))
+        result["summary"] = summarize(result)
+        result["provenance"] = record["provenance"]
+        record["runs"].append(result)
+  except quiet.TooBusy as e:
+    write(record, os.path.join(workdir, "partial.json"))
+    print(str(e), file=sys.stderr, flush=True)
+    sys.exit(REFUSED_EXIT)
+
+
+def write(record, path):
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  with open(path, "w") as f:
+    json.dump(record, f, indent=1)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  gate = check_flags()
   workdir = _WORKDIR.value or tempfile.mkdtemp(prefix="tfrl_race_mujoco_")
+  record = new_record(gate, workdir)
+  if _DRY_RUN.value:
+    record["dry_run"] = True
+    write(record, _OUTPUT.value)
+    print(f"dry run, nothing ran; JSON: {_OUTPUT.value}")
+    return
   earlier = appended_to() if _APPEND.value else None
-  record = {"provenance": provenance.provenance(), "env": _ENV.value,
-            "minutes": _MINUTES.value, "cpus": _CPUS.value, "workdir": workdir,
-            "tfrl_command": _TFRL_COMMAND.value, "tfrl_eval_command": TFRL_EVAL_COMMAND,
-            "evotorch": {"venv": _EVOTORCH_VENV.value, "driver": "benchmarks/peers/"
-                         "evotorch_pgpe.py", "extra_args": _EVOTORCH_ARGS.value,
-                         "versions": runs.venv_versions(_EVOTORCH_VENV.value,
-                                                        EVOTORCH_PACKAGES)},
-            "load_average_start": os.getloadavg(), "runs": []}
-  sitting = record["provenance"]
-  for seed in (int(s) for s in _SEEDS.value):
-    for lib in _LIBRARIES.value:
-      result = (run_tfrl if lib == "tfrl" else run_evotorch)(workdir, seed)
-      result["summary"] = summarize(result)
-      result["provenance"] = sitting
-      record["runs"].append(result)
-  record["load_average_end"] = os.getloadavg()
+  race(gate, record, workdir)
+  record["load_average_end"] = list(quiet.read_load(gate.path))
   if earlier is not None:
-    provenance.add_sitting(earlier, sitting)
+    provenance.add_sitting(earlier, record["provenance"])
     earlier["runs"].extend(record["runs"])
     record = earlier
   print_table(record["runs"])
-  os.makedirs(os.path.dirname(os.path.abspath(_OUTPUT.value)), exist_ok=True)
-  with open(_OUTPUT.value, "w") as f:
-    json.dump(record, f, indent=1)
+  write(record, _OUTPUT.value)
   path = _CHART.value or os.path.splitext(_OUTPUT.value)[0] + ".png"
   chart(record, path)
   print(f"JSON: {_OUTPUT.value}  chart: {path}  (runs in {workdir})")
