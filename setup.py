@@ -22,7 +22,7 @@
 
 `python setup.py configure_bazel` writes the local repositories that the
 Bazel build (`BUILD`, `WORKSPACE`, `custom_ops/<family>/BUILD`) needs:
-TensorFlow's headers and ALE.
+TensorFlow's headers, ALE and the installed mujoco wheel.
 """
 
 import concurrent.futures
@@ -453,7 +453,7 @@ class BuildTfOps(build_ext):
 
 
 class ConfigureBazel(setuptools.Command):
-  """Links TensorFlow and ALE into third_party_local/ for the Bazel build."""
+  """Links TensorFlow, ALE and mujoco into third_party_local/ for the Bazel build."""
 
   description = "write the local repositories of the Bazel build"
   user_options = []
@@ -469,7 +469,10 @@ class ConfigureBazel(setuptools.Command):
     local = os.path.join(ROOT, "third_party_local")
     os.makedirs(local, exist_ok=True)
     targets = {"tensorflow": os.path.dirname(tf.sysconfig.get_include()),
-               "ale": build_ale()}
+               "ale": build_ale(), "mujoco": mujoco_dir()}
+    if targets["mujoco"] is None:
+      raise RuntimeError("the Bazel build compiles the MuJoCo ops against the installed "
+                         "mujoco wheel: pip install mujoco")
     for name, target in targets.items():
       link = os.path.join(local, name)
       if os.path.islink(link) and os.readlink(link) == target:

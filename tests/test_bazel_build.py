@@ -1,6 +1,7 @@
 """The Bazel build (BUILD, WORKSPACE, custom_ops/<family>/BUILD) makes op
 libraries that load and run, from the same sources as setup.py, with the
-same optional parts off by default."""
+same optional parts off by default: ALE and MuJoCo play the pip build's
+episodes, the population library computes."""
 
 import importlib.util
 import os
@@ -14,13 +15,26 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Plays a few seeded Pong steps with the library named by TFRL_ALE_OPS_LIBRARY
 # and prints a digest of what it saw.
-PLAY = """
+PLAY_ALE = """
 import hashlib, numpy as np
 from tfrl.envs import AtariEnv
 env = AtariEnv("Pong", 2, seed=11)
 digest = hashlib.sha256(env.reset().numpy().tobytes())
 for t in range(30):
   obs, reward, _, _ = env.step(np.array([t % 6, (t + 3) % 6], np.int32))
+  digest.update(obs.numpy().tobytes())
+  digest.update(reward.numpy().tobytes())
+print(digest.hexdigest())
+"""
+
+# The same for HalfCheetah-v5 on the library named by TFRL_MUJOCO_OPS_LIBRARY.
+PLAY_MUJOCO = """
+import hashlib, numpy as np
+from tfrl.envs.mujoco_env import MujocoEnv
+env = MujocoEnv("HalfCheetah-v5", 2, seed=11)
+digest = hashlib.sha256(env.reset().numpy().tobytes())
+for t in range(30):
+  obs, reward, _, _ = env.step(np.full((2, 6), 0.1 * (t % 7) - 0.3, np.float32))
   digest.update(obs.numpy().tobytes())
   digest.update(reward.numpy().tobytes())
 print(digest.hexdigest())
@@ -52,11 +66,12 @@ def bazel_sources(bazel, *defines):
   return sorted(l[2:].replace(":", "/") for l in labels if l.endswith(".cc"))
 
 
-def play(library=None):
-  env = dict(os.environ, PYTHONPATH=ROOT)
+def play(family, code, library=None):
+  """The digest `code` prints with `family`'s library (the installed one by default)."""
+  env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
   if library:
-    env["TFRL_ALE_OPS_LIBRARY"] = library
-  out = subprocess.run([sys.executable, "-c", PLAY], env=env, cwd=ROOT,
+    env[f"TFRL_{family.upper()}_OPS_LIBRARY"] = library
+  out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT,
                        capture_output=True, text=True, timeout=300, check=True)
   return out.stdout.split()[-1]
 
@@ -88,9 +103,10 @@ class BazelBuildTest(tf.test.TestCase):
     every = {variable: "1" for variable in setup.BUILD_OPTIONS}
     self.assertEqual(option_sources, sorted(setup.op_families(every)["population"].sources))
     self.assertGreater(len(option_sources), len(default_sources))
-    library = os.path.join(ROOT, "bazel-bin", "custom_ops", "ale", "_ale_ops.so")
-    self.assertTrue(os.path.exists(library))
-    self.assertEqual(play(library), play())
+    for family, code in (("ale", PLAY_ALE), ("mujoco", PLAY_MUJOCO)):
+      library = os.path.join(ROOT, "bazel-bin", "custom_ops", family, f"_{family}_ops.so")
+      self.assertTrue(os.path.exists(library), library)
+      self.assertEqual(play(family, code, library), play(family, code), family)
     population = os.path.join(ROOT, "bazel-bin", "custom_ops", "population",
                               "_population_ops.so")
     env = dict(os.environ, PYTHONPATH=ROOT, TFRL_POPULATION_OPS_LIBRARY=population)
