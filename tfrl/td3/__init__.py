@@ -2,7 +2,9 @@
 
 `python -m tfrl.td3 --env=Pendulum-v1` / `--env=HalfCheetah-v5` (needs the
 `mujoco` package); from Python, `run_loop.run(td3.build(TD3Config(...)))`.
-See `tfrl/td3/loop.py` for the loop and `tfrl/td3/learner.py` for the update.
+See `tfrl/td3/loop.py` for the loop, `tfrl/td3/phase.py` for a training phase
+(env steps, replay and updates in one graph) and `tfrl/td3/learner.py` for the
+update.
 """
 
 from tfrl.td3.config import RunSettings

@@ -39,14 +39,18 @@ class TD3Config:
     policy_delay: actor (and target) update every `policy_delay` critic updates.
     exploration_noise: Gaussian action noise std (times the action scale).
     actor_lr, critic_lr: Adam learning rates.
-    update_every: env steps between training phases; each phase runs as many
-      updates as env steps (ratio 1), in one tf.function call.
+    update_every: env steps per training phase: those env steps, then as many
+      updates (ratio 1), run in one tf.function call (`tfrl/td3/phase.py`).
     eval_every, eval_episodes: deterministic evaluation schedule (0 = never).
     checkpoint_every, log_every: in env steps.
-    seed: seeds numpy, TF and the environment.
-    jit_compile: compile the training phase with XLA (fuses the many small
-      mask / FFT / optimizer ops, but XLA:CPU matmuls are slower than
-      oneDNN: measured 30 vs 5.6 ms per 256x256 dense TD3 update; off).
+    seed: seeds the initial weights, the environment's episodes and the
+      training phases' random streams (exploration, sampling, smoothing).
+    jit_compile: compile a training phase's updates with XLA (its env steps
+      stay outside: the env ops have no XLA kernels). XLA fuses the many
+      small mask / FFT / optimizer ops, but its CPU matmuls were slower than
+      oneDNN's (30 vs 5.6 ms per 256x256 dense TD3 update, measured when
+      this flag was added); off. `benchmarks/td3_throughput.py --jit_row`
+      compares the two.
     run: where the run writes and whether it resumes (`RunSettings`).
     layer_plan: the layer variants (a `tfrl.layers` LayerSpec or LayerPlan;
       None: dense), set from the layer flags.
@@ -74,7 +78,8 @@ class TD3Config:
   checkpoint_every: int = flagconfig.field(10_000, "Env steps per checkpoint.")
   log_every: int = flagconfig.field(1000, "Env steps per log line.")
   seed: int = flagconfig.field(0, "Random seed.")
-  jit_compile: bool = flagconfig.field(False, "Compile training phases with XLA.")
+  jit_compile: bool = flagconfig.field(False, "Compile the training phases' updates with "
+                                       "XLA.")
   run: RunSettings = flagconfig.nested(RunSettings)
   layer_plan: Any = None
   reward_aware: Any = None
