@@ -1,41 +1,79 @@
 """The wheel, as a user gets it: built from this source, installed (not
-editable) into a fresh virtualenv, and run by preset name from a folder that
-is not the repository.
+editable) with its `mujoco` extra into a fresh virtualenv holding only its
+declared dependencies, and run by preset name from a folder that is not the
+repository.
 
 The fresh venv gets its dependencies (TensorFlow, ale-py, ...) from this
 interpreter's site-packages through a .pth file that points at a folder of
-links to them, less any tfrl: pip then resolves the wheel's requirements
-against them without a download (`--no-index`), and the only tfrl the venv
-can import is the wheel's.
+links to the files of the distributions the wheel requires (with the extra),
+and of what they require in turn, and nothing else: no test tool, no Ray, no
+other tfrl. pip then resolves the wheel's requirements against them without
+a download (`--no-index`), and importing every tfrl module there finds any
+dependency the package uses but does not declare.
+
+The wheel must hold every op family's library (a wheel without one would
+fall back to gymnasium's envs, or fail, only at run time), and `make_env`
+in the venv must pick the MuJoCo ops for a task they serve.
 
 Cost: the wheel build links every op family (ALE and the op objects of the
-install come from the build cache, ~/.cache/tfrl), then one CartPole
-generation of the GA.
+install come from the build cache, ~/.cache/tfrl), the imports, then one
+CartPole generation of the GA.
 """
 
+import collections
 import glob
+import importlib.metadata
+import json
 import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tempfile
+import time
 import zipfile
 
 from absl.testing import absltest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # What a build from a clone would not see: VCS data, builds, venvs, compiled ops.
 _NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info",
                                      "__pycache__", "*.so", "bazel-*", "third_party_local",
                                      ".pytest_cache")
-# Kept out of the fresh venv's view of this interpreter's packages: any tfrl
-# (the editable install of a clone among them) and pip (the venv has its own).
-_NOT_SHARED = ("tfrl", "__editable__", "pip")
+# The extra the wheel is installed with (the MuJoCo ops link its libmujoco).
+_EXTRA = "mujoco"
+# Imports every tfrl module (not the entry points' __main__, not the op
+# libraries, which are no Python modules) and prints which failed.
+_IMPORT_ALL = """
+import importlib, json, pkgutil, tfrl
+failed = {}
+names = [m.name for m in pkgutil.walk_packages(tfrl.__path__, "tfrl.", onerror=lambda name:
+         failed.setdefault(name, "walk_packages could not import it"))
+         if not m.name.endswith(".__main__") and not m.name.startswith("tfrl.ops._")]
+for name in names:
+  try:
+    importlib.import_module(name)
+  except Exception as e:  # pylint: disable=broad-except
+    failed[name] = f"{type(e).__name__}: {e}"
+print(json.dumps({"modules": names, "failed": failed}))
+"""
+_MAKE_ENV = ("from tfrl.envs import EnvProtocol, make_env; "
+             "print(type(make_env(EnvProtocol(env='HalfCheetah-v5'), 1)).__name__)")
 
 
-def _run(args, **kwargs):
-  env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+# The whole test's time, under pytest's 900 s timeout (setup.cfg) so that a
+# hung step fails here and the test's cleanup runs; a bound that only catches
+# a hang (the wheel build takes a few minutes with the object cache).
+_BUDGET_SECONDS = 840
+
+
+def _run(args, deadline, **kwargs):
+  """Runs `args`; fails with their output if they exit non-zero or outlive
+  `deadline` (time.monotonic()), when subprocess.run kills them."""
+  env = {k: v for k, v in os.environ.items()
+         if k not in ("PYTHONPATH", "PYTHONHOME") and not k.startswith("TFRL_")}
+  kwargs["timeout"] = max(deadline - time.monotonic(), 1.0)
   env["TF_CPP_MIN_LOG_LEVEL"] = "3"
   out = subprocess.run(args, env=env, capture_output=True, text=True, **kwargs)
   if out.returncode:
@@ -44,16 +82,74 @@ def _run(args, **kwargs):
   return out
 
 
-def _shared_packages(folder):
-  """A folder of links to this interpreter's installed packages, less tfrl."""
+def op_families():
+  """The op families of custom_ops/ (each folder with C++ sources)."""
+  folder = os.path.join(_ROOT, "custom_ops")
+  return sorted(d for d in os.listdir(folder) if os.path.isdir(os.path.join(folder, d, "cc")))
+
+
+def wheel_requirements(wheel, extras=()):
+  """The Requires-Dist of `wheel`'s metadata that apply with `extras`."""
+  with zipfile.ZipFile(wheel) as z:
+    [metadata] = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")]
+    lines = z.read(metadata).decode().splitlines()
+  requirements = [Requirement(line.split(":", 1)[1].strip()) for line in lines
+                  if line.startswith("Requires-Dist:")]
+  return [r for r in requirements
+          if r.marker is None or any(r.marker.evaluate({"extra": e}) for e in ("",) + extras)]
+
+
+def installed_closure(requirements):
+  """{distribution name: its extras} of `requirements` and, transitively,
+  what they require, as installed in this interpreter (a missing one raises
+  PackageNotFoundError)."""
+  extras = {}
+  todo = list(requirements)
+  while todo:
+    requirement = todo.pop()
+    name = canonicalize_name(requirement.name)
+    if name in extras and set(requirement.extras) <= extras[name]:
+      continue
+    extras.setdefault(name, set()).update(requirement.extras)
+    for line in importlib.metadata.distribution(name).requires or ():
+      r = Requirement(line)
+      if r.marker is None or any(r.marker.evaluate({"extra": e})
+                                 for e in extras[name] | {""}):
+        todo.append(r)
+  return extras
+
+
+def _link(source, target):
+  os.makedirs(os.path.dirname(target), exist_ok=True)
+  if not os.path.lexists(target):
+    os.symlink(source, target)
+
+
+def declared_packages(folder, names):
+  """A folder of links to the installed files of the distributions `names`
+  (as their RECORDs list them) and nothing else: a top-level folder wholly
+  theirs is one link; one they share with others (a namespace package such
+  as google/) is a folder of links to their files only."""
+  owners = collections.defaultdict(set)  # top-level entry -> distributions
+  files = collections.defaultdict(list)  # top-level entry -> [(source, relative path)]
+  for dist in importlib.metadata.distributions():
+    name = canonicalize_name(dist.metadata["Name"])
+    for path in dist.files or ():
+      if path.parts[0] != "..":  # scripts in bin/ and the like
+        owners[path.parts[0]].add(name)
+        if name in names:
+          files[path.parts[0]].append((str(dist.locate_file(path)), str(path)))
+  missing = [n for n in names if not any(n in o for o in owners.values())]
+  if missing:
+    raise AssertionError(f"no installed files listed for {missing} (no RECORD?)")
   os.makedirs(folder)
-  sources = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-  for source in sources:
-    for name in os.listdir(source):
-      if not name.startswith(_NOT_SHARED) and not name.endswith(".pth"):
-        target = os.path.join(folder, name)
-        if not os.path.exists(target):
-          os.symlink(os.path.join(source, name), target)
+  for top, entries in files.items():
+    if owners[top] <= set(names):
+      source = entries[0][0][:len(entries[0][0]) - len(entries[0][1])] + top
+      _link(source, os.path.join(folder, top))
+    else:
+      for source, relative in entries:
+        _link(source, os.path.join(folder, relative))
   return folder
 
 
@@ -73,34 +169,42 @@ class WheelTest(absltest.TestCase):
   def test_installed_wheel_runs_a_preset_by_name(self):
     work = tempfile.mkdtemp(prefix="tfrl-wheel-")
     try:
-      self._build_install_and_run(work)
+      self._build_install_and_run(work, time.monotonic() + _BUDGET_SECONDS)
     finally:
       shutil.rmtree(work, ignore_errors=True)
 
-  def _build_install_and_run(self, work):
+  def _build_install_and_run(self, work, deadline):
     source = os.path.join(work, "source")
     shutil.copytree(_ROOT, source, ignore=_NOT_SOURCE, symlinks=True)
     dist = os.path.join(work, "dist")
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-          "--no-index", "-w", dist, source], cwd=work, timeout=1500)
+          "--no-index", "-w", dist, source], deadline, cwd=work)
     [wheel] = glob.glob(os.path.join(dist, "tfrl-*.whl"))
     with zipfile.ZipFile(wheel) as z:
       names = z.namelist()
     presets = {f"tfrl/flags/{os.path.basename(p)}"
                for p in glob.glob(os.path.join(_ROOT, "flags", "*.flags"))}
     self.assertEqual({n for n in names if n.startswith("tfrl/flags/")}, presets)
-    ops = [n for n in names if n.startswith("tfrl/ops/_") and n.endswith("_ops.so")]
-    self.assertNotEqual(ops, [])
+    # Every op family's library, and no other (setup.py: tfrl/ops/_<family>_ops.so).
+    self.assertEqual(op_families(), ["ale", "mujoco", "population"])
+    ops = sorted(n for n in names if n.startswith("tfrl/ops/") and n.endswith(".so"))
+    self.assertEqual(ops, [f"tfrl/ops/_{f}_ops.so" for f in op_families()])
+    modules = sorted(n[:-len(".py")].replace("/", ".").removesuffix(".__init__")
+                     for n in names if n.endswith(".py") and not n.endswith("__main__.py"))
 
     venv = os.path.join(work, "venv")
-    _run([sys.executable, "-m", "venv", venv], timeout=300)
+    _run([sys.executable, "-m", "venv", venv], deadline)
     python = os.path.join(venv, "bin", "python")
-    site = _run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
-                ).stdout.strip()
+    site = _run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                deadline).stdout.strip()
+    declared = installed_closure(wheel_requirements(wheel, (_EXTRA,)))
+    self.assertIn("mujoco", declared)
+    for undeclared in ("tfrl", "pytest", "ray", "opencv-python-headless"):
+      self.assertNotIn(undeclared, declared)
     with open(os.path.join(site, "shared_dependencies.pth"), "w") as f:
-      f.write(_shared_packages(os.path.join(work, "shared")) + "\n")
+      f.write(declared_packages(os.path.join(work, "shared"), declared) + "\n")
     # With its requirements resolved (no --no-deps), from nothing but what is there.
-    _run([python, "-m", "pip", "install", "--no-index", wheel], timeout=600)
+    _run([python, "-m", "pip", "install", "--no-index", f"{wheel}[{_EXTRA}]"], deadline)
 
     elsewhere = os.path.join(work, "elsewhere")
     os.makedirs(elsewhere)
@@ -111,14 +215,22 @@ class WheelTest(absltest.TestCase):
                   "print(p.__file__); print(p.path('ga_cartpole', 'tfrl.ga')); "
                   "ops = sorted(glob.glob(os.path.join(os.path.dirname(tfrl.ops.__file__), "
                   "'_*_ops.so'))); [tf.load_op_library(o) for o in ops]; print(*ops)"],
-                 cwd=elsewhere).stdout.split()
+                 deadline, cwd=elsewhere).stdout.split()
     self.assertEqual(where, [os.path.join(site, "tfrl", "presets.py"),
                              os.path.join(site, "tfrl", "flags", "ga_cartpole.flags")]
                      + sorted(os.path.join(site, o) for o in ops))
+    # Every module imports with the declared dependencies alone.
+    imported = json.loads(_run([python, "-c", _IMPORT_ALL], deadline,
+                               cwd=elsewhere).stdout.splitlines()[-1])
+    self.assertEqual(imported["failed"], {})
+    self.assertEqual(sorted(imported["modules"]), [m for m in modules if m != "tfrl"])
+    # make_env steps a task the MuJoCo ops serve with them.
+    made = _run([python, "-c", _MAKE_ENV], deadline, cwd=elsewhere).stdout.split()
+    self.assertEqual(made[-1:], ["MujocoEnv"])
 
     logdir = os.path.join(work, "run")
     out = _run([python, "-m", "tfrl.ga", "--preset=ga_cartpole", "--generations=1",
-                f"--logdir={logdir}", "--noexport"], cwd=elsewhere, timeout=600)
+                f"--logdir={logdir}", "--noexport"], deadline, cwd=elsewhere)
     self.assertIn("gen    1", out.stdout + out.stderr)
     with open(os.path.join(logdir, "flags.txt")) as f:
       recorded = f.read().splitlines()
