@@ -20,6 +20,7 @@ install come from the build cache, ~/.cache/tfrl), the imports, then one
 CartPole generation of the GA.
 """
 
+import ast
 import collections
 import glob
 import importlib.metadata
@@ -99,10 +100,10 @@ def wheel_requirements(wheel, extras=()):
           if r.marker is None or any(r.marker.evaluate({"extra": e}) for e in ("",) + extras)]
 
 
-def installed_closure(requirements):
+def installed_closure(requirements, missing_ok=False):
   """{distribution name: its extras} of `requirements` and, transitively,
   what they require, as installed in this interpreter (a missing one raises
-  PackageNotFoundError)."""
+  PackageNotFoundError, or with `missing_ok` is kept without what it requires)."""
   extras = {}
   todo = list(requirements)
   while todo:
@@ -111,12 +112,39 @@ def installed_closure(requirements):
     if name in extras and set(requirement.extras) <= extras[name]:
       continue
     extras.setdefault(name, set()).update(requirement.extras)
-    for line in importlib.metadata.distribution(name).requires or ():
+    try:
+      dist = importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+      if missing_ok:
+        continue
+      raise
+    for line in dist.requires or ():
       r = Requirement(line)
       if r.marker is None or any(r.marker.evaluate({"extra": e})
                                  for e in extras[name] | {""}):
         todo.append(r)
   return extras
+
+
+def imported_modules(folder):
+  """{top-level module: [files]} of the absolute imports of the .py files
+  under `folder`, less the standard library's and tfrl's (lazy imports too)."""
+  found = collections.defaultdict(list)
+  for path in sorted(glob.glob(os.path.join(folder, "**", "*.py"), recursive=True)):
+    with open(path) as f:
+      tree = ast.parse(f.read(), path)
+    for node in ast.walk(tree):
+      if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+      elif isinstance(node, ast.ImportFrom) and node.level == 0:
+        names = [node.module]
+      else:
+        continue
+      for name in names:
+        top = name.split(".")[0]
+        if top not in sys.stdlib_module_names and top not in ("tfrl", "__future__"):
+          found[top].append(os.path.relpath(path, _ROOT))
+  return found
 
 
 def _link(source, target):
@@ -165,6 +193,25 @@ class WheelTest(absltest.TestCase):
                for p in glob.glob(os.path.join(_ROOT, "tfrl", "**", "*.py"), recursive=True)}
     self.assertEqual(set(setuptools_config["packages"]), folders | {"tfrl.flags"})
     self.assertEqual(setuptools_config["package-dir"], {"tfrl.flags": "flags"})
+
+  def test_every_import_is_a_declared_dependency(self):
+    # Also the imports made only when a feature is used (matplotlib for
+    # tfrl.plot, Ray for --ray_address), which importing the modules does not
+    # reach: each must come from a distribution pyproject.toml declares (a
+    # dependency or an extra's) or one they require.
+    import tomllib  # pylint: disable=import-outside-toplevel
+    with open(os.path.join(_ROOT, "pyproject.toml"), "rb") as f:
+      project = tomllib.load(f)["project"]
+    requirements = [Requirement(r) for r in project["dependencies"]]
+    for extra in project["optional-dependencies"].values():
+      requirements += [Requirement(r) for r in extra]
+    declared = set(installed_closure(requirements, missing_ok=True))
+    providers = importlib.metadata.packages_distributions()
+    undeclared = {module: files for module, files in imported_modules(
+        os.path.join(_ROOT, "tfrl")).items()
+                  if not {canonicalize_name(d) for d in providers.get(module, [module])}
+                  & declared}
+    self.assertEqual(undeclared, {})
 
   def test_installed_wheel_runs_a_preset_by_name(self):
     work = tempfile.mkdtemp(prefix="tfrl-wheel-")
