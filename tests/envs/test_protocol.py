@@ -73,13 +73,24 @@ class EnvProtocolTest(parameterized.TestCase):
     self.assertEqual(cartpole.resolved().env_implementation, "gymnasium")
     self.assertEqual(EnvProtocol(game="pong").resolved().env_implementation, "ops")
     self.assertEqual(cartpole.describe(), "CartPole-v1 on gymnasium")
-    # The identity chooses the population kernels' build and records it; the
-    # resolved protocol (an export's metadata) then says the same.
-    identity = cartpole.identity()
-    self.assertEqual(identity["kernel_isa"], population.select_isa())
-    self.assertIn(identity["kernel_isa"], ("amx", "avx512", "avx2", "sse", "portable"))
-    self.assertEqual(cartpole.resolved().kernel_isa, identity["kernel_isa"])
+    # Once the population kernels are loaded, the identity and the resolved
+    # protocol (an export's metadata) record the build that runs.
+    chosen = population.select_isa()
+    self.assertIn(chosen, ("amx", "avx512", "avx2", "sse", "portable"))
+    self.assertEqual(cartpole.identity()["kernel_isa"], chosen)
+    self.assertEqual(cartpole.resolved().kernel_isa, chosen)
     self.assertEqual(EnvProtocol.from_json(cartpole.resolved().to_json()), cartpole.resolved())
+
+  def test_identity_leaves_the_kernel_isa_unchosen_where_no_kernel_ran(self):
+    # GA3C and TD3 never load the population kernels: their checkpoints must
+    # not tie a resume to the CPU's widest build.
+    out = subprocess.run(
+        [sys.executable, "-c",
+         "from tfrl.envs import EnvProtocol\n"
+         "from tfrl.ops import population\n"
+         "print('ISA', EnvProtocol(game='pong').identity()['kernel_isa'], population.loaded())"],
+        capture_output=True, text=True, check=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    self.assertIn("ISA auto False", out.stdout)
 
   def test_kernel_isa_choices_are_the_ops(self):
     self.assertEqual(protocol_lib.KERNEL_ISAS, population.KERNEL_ISAS)
@@ -145,13 +156,15 @@ class MakeEnvTest(tf.test.TestCase):
   def test_an_evaluation_never_checks_the_kernel_isa(self):
     # make_env only asks for the build: a process that never loads the
     # population kernels (an evaluation of a policy trained elsewhere) plays
-    # on; one that records a run's identity chooses it, and a build this
-    # library cannot run is refused then, in one line.
+    # on; one whose kernels run chooses it (as neuroevolution's run identity
+    # does), and a build this library cannot run is refused then, in one line.
     code = ("from tfrl.envs import EnvProtocol, make_env\n"
+            "from tfrl.ops import population\n"
             "p = EnvProtocol(env='CartPole-v1', kernel_isa='amx')\n"
             "make_env(p, 1).reset()\n"
             "print('PLAYED', p.resolved().kernel_isa)\n"
-            "try:\n  p.identity()\nexcept ValueError as e:\n  print('REFUSED', e)\n")
+            "try:\n  population.select_isa(p.kernel_isa)\n"
+            "except ValueError as e:\n  print('REFUSED', e)\n")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     env.pop("TFRL_POPULATION_ISA", None)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,

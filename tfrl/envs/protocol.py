@@ -199,12 +199,12 @@ class EnvProtocol:
     return cls(**data)
 
   def identity(self) -> Dict[str, Any]:
-    """What a checkpoint records of the protocol; a resume must match it. It
-    chooses the population kernels' build for this process (`kernel_isa`), so
-    that the build recorded is the one that runs."""
-    recorded = self.resolved().to_json()
-    recorded["kernel_isa"] = _kernel_isa(self.kernel_isa, choose=True)
-    return recorded
+    """What a checkpoint records of the protocol; a resume must match it. Its
+    `kernel_isa` is the population kernels' build only once this process has
+    loaded them (else as asked): a run that never uses them (GA3C, TD3) does
+    not tie its checkpoint to the CPU; neuroevolution's run identity records
+    the build it runs (`tfrl.neuroevolution.runner.run_identity`)."""
+    return self.resolved().to_json()
 
   def describe(self) -> str:
     """One line for logs, e.g. "pong (frame skip 4, sticky 0.0, no-ops <= 30)"."""

@@ -50,6 +50,7 @@ from tfrl.neuroevolution import settings as settings_lib
 from tfrl.neuroevolution import single_network
 from tfrl.neuroevolution import timing
 from tfrl.neuroevolution import worker as worker_lib
+from tfrl.ops import population as population_ops
 
 SCALARS = ("best", "mean", "elite", "frames", "frames_per_second",
            "generation_seconds")
@@ -87,6 +88,10 @@ def run_identity(algorithm, observation_spec: tf.TensorSpec,
   layout = getattr(algorithm, "genome_layout", algorithm.layout)  # ES: the searched one
   identity = {"algorithm": algorithm.name}
   identity.update(extra or {})
+  if "kernel_isa" in identity:
+    # The population kernels run in this process: record the build they run
+    # (the env protocol's identity names it only once they are loaded).
+    identity["kernel_isa"] = population_ops.select_isa(identity["kernel_isa"])
   identity.update({
       "network": layout.describe(),
       # ES's VBN: the genome's layout is the same with or without it.
