@@ -23,8 +23,8 @@ from tfrl.td3 import TD3Learner
 # The return TD3 must reach on Pendulum-v1 in the CI test (random: ~ -1200).
 PENDULUM_TARGET = -400.0
 
-_SMALL = dict(protocol=EnvProtocol(env="Pendulum-v1"), hidden_sizes=(64, 64), batch_size=128, actor_lr=1e-3,
-              critic_lr=1e-3, eval_every=0, eval_episodes=3, log_every=1000)
+_SMALL = dict(protocol=EnvProtocol(env="Pendulum-v1"), hidden_sizes=(64, 64), batch_size=128,
+              actor_lr=1e-3, critic_lr=1e-3, eval_every=0, eval_episodes=3, log_every=1000)
 
 
 def _train(config, plan=None, reward_config=None, **run):
@@ -108,8 +108,8 @@ class TD3Test(tf.test.TestCase, parameterized.TestCase):
              logdir=self.get_temp_dir() + "/cp")
 
 
-_TINY = dict(protocol=EnvProtocol(env="Pendulum-v1"), total_steps=60, start_steps=20, update_every=20,
-             checkpoint_every=60, hidden_sizes=(8, 8), batch_size=4, eval_every=0,
+_TINY = dict(protocol=EnvProtocol(env="Pendulum-v1"), total_steps=60, start_steps=20,
+             update_every=20, checkpoint_every=60, hidden_sizes=(8, 8), batch_size=4, eval_every=0,
              eval_episodes=1, log_every=60)
 
 
