@@ -148,25 +148,30 @@ def test_tf_checkpoint_on_a_full_disk_keeps_the_previous_one(tmp_path):
 
 def test_td3_on_a_full_disk_resumes_from_the_previous_checkpoint(tmp_path):
   result = _in_tmpfs(tmp_path, """
-      import json, sys
+      import dataclasses, json, sys
       from tfrl import cli
       from tfrl.envs import EnvProtocol
-      from tfrl.td3 import TD3Config, train
+      from tfrl import run_loop
+      from tfrl.td3 import RunSettings, TD3Config, build
       logdir = os.path.join(sys.argv[1], "td3")
+
+      def train(config, resume=False):
+        settings = RunSettings(logdir=logdir, resume=resume, export=False)
+        return run_loop.run(build(dataclasses.replace(config, run=settings)))
+
       # 256x256 networks: a checkpoint (6 networks, Adam moments) is ~3 MB.
       tiny = dict(protocol=EnvProtocol(env="Pendulum-v1"), start_steps=20, update_every=20,
                   checkpoint_every=60, hidden_sizes=(256, 256), batch_size=4, eval_every=0, eval_episodes=1,
                   log_every=60)
-      train(TD3Config(total_steps=60, **tiny), logdir=logdir, export=False)
+      train(TD3Config(total_steps=60, **tiny))
       fill(sys.argv[1], leave=1_000_000)
       try:
-        train(TD3Config(total_steps=120, **tiny), logdir=logdir, resume=True, export=False)
+        train(TD3Config(total_steps=120, **tiny), resume=True)
         error = None
       except cli.RunFailed as e:
         error = str(e)
       os.remove(os.path.join(sys.argv[1], "filler"))
-      summary = train(TD3Config(total_steps=120, **tiny), logdir=logdir, resume=True,
-                      export=False)
+      summary = train(TD3Config(total_steps=120, **tiny), resume=True)
       print(json.dumps({"error": error, "steps": summary["env_steps"],
                         "files": sorted(os.listdir(os.path.join(logdir, "checkpoints")))}))
   """, size="16m")
