@@ -127,6 +127,11 @@ class ClusterRecipeTest(absltest.TestCase):
     # The run used two workers, one per node (each node has one CPU).
     self.assertTrue("ray: 2 workers" in out.stdout, log[-5000:])
     self.assertNotIn("workers started; going on", log)
+    # GA3C on the same nodes: fed by two runners only, it wrote its checkpoint and policy.
+    self.assertIn("ray 2 runners", log, log[-5000:])
+    [ga3c] = [os.path.join(tmp, d, "ga3c") for d in os.listdir(tmp) if d.startswith("tmp.")]
+    for written in ("saved_model", os.path.join("checkpoints", "checkpoint")):
+      self.assertTrue(os.path.exists(os.path.join(ga3c, written)), log[-5000:])
     # `ray stop` left nothing but the shell and the listing's python.
     [left] = re.findall(rf"{_LEFT} (\[.*\])", out.stdout)
     left = ast.literal_eval(left)
