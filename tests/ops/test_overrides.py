@@ -23,8 +23,11 @@ class OverridesTest(absltest.TestCase):
     self.assertLen(logs.output, 1)
     self.assertIn("environment override TFRL_ALE_NO_SIMD=1: ALE's observation pipeline "
                   "runs its portable builds", logs.output[0])
+    # The C++ library acts on TFRL_ALE_NO_SIMD set to anything, "" too: so is it read.
     with mock.patch.dict(os.environ, {"TFRL_ALE_NO_SIMD": ""}):
-      self.assertIsNone(overrides.get("TFRL_ALE_NO_SIMD"))
+      self.assertEqual(overrides.get("TFRL_ALE_NO_SIMD"), "")
+    with mock.patch.dict(os.environ, {"TFRL_POPULATION_ISA": ""}):
+      self.assertIsNone(overrides.get("TFRL_POPULATION_ISA"))
 
   def test_only_documented_variables_are_overrides(self):
     with self.assertRaisesRegex(ValueError, "TFRL_MUJOCO_OPS is not a documented override"):

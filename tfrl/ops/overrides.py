@@ -42,6 +42,8 @@ FAMILY_OVERRIDES = {
     "ale": ("TFRL_ALE_NO_SIMD",),
 }
 _reported = set()
+# The C++ libraries act on these when they are set at all, an empty value too.
+_SET_IS_ENOUGH = ("TFRL_POPULATION_NO_AMX", "TFRL_ALE_NO_SIMD")
 
 
 def library_variable(family: str) -> str:
@@ -49,12 +51,15 @@ def library_variable(family: str) -> str:
 
 
 def get(variable: str) -> Optional[str]:
-  """The override's value (None when unset or empty); logs it the first time."""
+  """The override's value (None when unset, or empty where the library ignores an
+  empty value); logs it the first time."""
   if variable not in OVERRIDES and not (variable.startswith("TFRL_")
                                         and variable.endswith("_OPS_LIBRARY")):
     raise ValueError(f"{variable} is not a documented override; known: "
                      f"{sorted(OVERRIDES)} and TFRL_<FAMILY>_OPS_LIBRARY.")
-  value = os.environ.get(variable) or None
+  value = os.environ.get(variable)
+  if value == "" and variable not in _SET_IS_ENOUGH:
+    value = None
   if value is not None and variable not in _reported:
     _reported.add(variable)
     what = OVERRIDES.get(variable, "loads this op library instead of the installed one")
