@@ -100,12 +100,7 @@ _EVOTORCH_CONFIGS = flags.DEFINE_list(
     f"{sorted(evotorch_pgpe.CONFIGS)} (benchmarks/peers/evotorch_pgpe.py); one run each.")
 _EVOTORCH_ARGS = flags.DEFINE_string(
     "evotorch_extra_args", "", "Appended to the EvoTorch driver (e.g. --popsize=200).")
-_LOAD_FILE = flags.DEFINE_string("load_file", quiet.LOADAVG,
-                                 "Where the load average is read (/proc/loadavg's format).")
-_MAX_LOAD = flags.DEFINE_float("max_load_per_core", quiet.MAX_LOAD_PER_CORE,
-                               "A run starts only at a 1-minute load average up to this "
-                               "times the cores.")
-_SETTLE = flags.DEFINE_float("settle_seconds", 300.0, "How long a run waits for that load.")
+_LOAD_FILE, _MAX_LOAD, _SETTLE = quiet.define_gate_flags()
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "Write the record of what would run "
                              "(commands, versions, settings, load) and run nothing.")
 _FINAL_EPISODES = flags.DEFINE_integer("final_episodes", 10,

@@ -94,12 +94,7 @@ _SB3_ARGS = flags.DEFINE_string(
     "every 25k steps for 5 games; neither figure here reads it).")
 _SF_ARGS = flags.DEFINE_string("sf_extra_args", "", "Appended to Sample Factory's arguments "
                                "(after pong_rows.SF_2CORE_ARGS, so they win).")
-_LOAD_FILE = flags.DEFINE_string("load_file", quiet.LOADAVG,
-                                 "Where the load average is read (/proc/loadavg's format).")
-_MAX_LOAD = flags.DEFINE_float("max_load_per_core", quiet.MAX_LOAD_PER_CORE,
-                               "A run starts only at a 1-minute load average up to this "
-                               "times the cores.")
-_SETTLE = flags.DEFINE_float("settle_seconds", 300.0, "How long a run waits for that load.")
+_LOAD_FILE, _MAX_LOAD, _SETTLE = quiet.define_gate_flags()
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "Write the record of what would run "
                              "(commands, versions, networks, settings, load) and run nothing.")
 _APPEND = flags.DEFINE_bool("append", False, "Score: add the runs to an existing --output.")

@@ -183,16 +183,21 @@ def kill(proc: CliProcess) -> None:
     proc.stdout.close()
 
 
-def mentioning(text: str) -> Dict[int, str]:
-  """{pid: command line} of this machine's processes whose command line
+def mentioning(text: str, environ: bool = False) -> Dict[int, str]:
+  """{pid: command line} of this machine's processes whose command line (or,
+  with `environ`, environment: Ray's workers carry their session folder there)
   contains `text`, this process excepted (a zombie's command line is empty)."""
   found = {}
   for pid in filter(str.isdigit, os.listdir("/proc")):
     try:
       with open(f"/proc/{pid}/cmdline", "rb") as f:
         cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+      env = b""
+      if environ:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+          env = f.read()
     except OSError:
       continue
-    if text in cmdline and int(pid) != os.getpid():
+    if (text in cmdline or text.encode() in env) and int(pid) != os.getpid():
       found[int(pid)] = cmdline
   return found

@@ -47,6 +47,19 @@ class Gate:
             "cores": self.cores}
 
 
+def define_gate_flags():
+  """The flags of the gate, the same in every race: (load_file, max_load_per_core,
+  settle_seconds) flag holders."""
+  from absl import flags  # pylint: disable=import-outside-toplevel
+  return (
+      flags.DEFINE_string("load_file", LOADAVG,
+                          "Where the load average is read (/proc/loadavg's format)."),
+      flags.DEFINE_float("max_load_per_core", MAX_LOAD_PER_CORE,
+                         "A run starts only at a 1-minute load average up to this times "
+                         "the cores."),
+      flags.DEFINE_float("settle_seconds", 300.0, "How long a run waits for that load."))
+
+
 def read_load(path: str = LOADAVG) -> Tuple[float, float, float]:
   """The 1, 5 and 15-minute load averages from a /proc/loadavg-style file."""
   try:

@@ -82,15 +82,7 @@ def _slots(rng, env, allow=None):
 
 
 def _bad_indices(rng, env):
-  n = env["config"]["num_envs"]
-  kind = str(rng.choice(["out_of_range", "negative", "duplicate", "rank"]))
-  if kind == "out_of_range":
-    return kind, np.array([int(rng.choice([n, n + 5, 2**31 - 1]))], np.int32)
-  if kind == "negative":
-    return kind, np.array([int(rng.choice([-1, -2**31]))], np.int32)
-  if kind == "duplicate":
-    return kind, np.array([0, 0], np.int32)
-  return kind, np.zeros((1, 1), np.int32)
+  return cases.bad_indices(rng, env["config"]["num_envs"])
 
 
 def gen_ale_env_create(rng):

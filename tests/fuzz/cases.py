@@ -122,3 +122,16 @@ def next_input(rng, x, tx, spec):
 
 def empty_bias():
   return tf.zeros([0, 0])
+
+
+def bad_indices(rng, num_slots: int):
+  """(kind, int32 indices) that a batched env op must reject for `num_slots`
+  slots: out of range, negative, a slot twice, or not a vector."""
+  kind = str(rng.choice(["out_of_range", "negative", "duplicate", "rank"]))
+  if kind == "out_of_range":
+    return kind, np.array([int(rng.choice([num_slots, num_slots + 5, 2**31 - 1]))], np.int32)
+  if kind == "negative":
+    return kind, np.array([int(rng.choice([-1, -2**31]))], np.int32)
+  if kind == "duplicate":
+    return kind, np.array([0, 0], np.int32)
+  return kind, np.zeros((1, 1), np.int32)

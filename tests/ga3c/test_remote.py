@@ -67,18 +67,7 @@ def _wait_for(condition, timeout, what, between=None):
 
 def _ray_processes(marker: str):
   """PIDs of other processes whose command line or environment names `marker`."""
-  found = []
-  for pid in filter(str.isdigit, os.listdir("/proc")):
-    try:
-      with open(f"/proc/{pid}/cmdline", "rb") as f:
-        cmdline = f.read()
-      with open(f"/proc/{pid}/environ", "rb") as f:
-        environ = f.read()
-    except OSError:
-      continue
-    if int(pid) != os.getpid() and (marker.encode() in cmdline or marker.encode() in environ):
-      found.append(int(pid))
-  return found
+  return sorted(processes.mentioning(marker, environ=True))
 
 
 def _alive(pid: int) -> bool:

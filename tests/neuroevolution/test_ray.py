@@ -324,20 +324,7 @@ class TestMujoco:
 
 def _ray_processes(marker: str):
   """PIDs of live processes whose command line or environment names `marker`."""
-  pids = []
-  for pid in os.listdir("/proc"):
-    if not pid.isdigit():
-      continue
-    try:
-      with open(f"/proc/{pid}/cmdline", "rb") as f:
-        cmdline = f.read()
-      with open(f"/proc/{pid}/environ", "rb") as f:
-        environ = f.read()
-    except OSError:
-      continue
-    if marker.encode() in cmdline or marker.encode() in environ:
-      pids.append(int(pid))
-  return pids
+  return sorted(processes.mentioning(marker, environ=True))
 
 
 def _assert_gone(marker: str, timeout: float = 60.0):
