@@ -41,9 +41,12 @@ flags.DEFINE_float("target", 18.0, "The score whose first crossing is recorded."
 flags.DEFINE_float("stop_score", None, "Stop a run once its rolling score reaches this.")
 flags.DEFINE_string("workdir", "/tmp/tfrl_ga3c_learners", "Where the runs' logdirs go.")
 flags.DEFINE_string("output", "", "JSON to write (and a .png chart beside it).")
-flags.DEFINE_integer("eval_episodes", 30, "Episodes of each exported policy's evaluation.")
+flags.DEFINE_integer("eval_episodes", 30, "Episodes of each exported policy's evaluation "
+                     "(0: none).")
 flags.DEFINE_list("extra", [], "More flags for every run, e.g. --extra=--loss=vtrace.")
 flags.DEFINE_bool("append", False, "Add seeds to an existing --output.")
+flags.DEFINE_bool("run", True, "Run (or resume) each seed; --norun only reads the runs "
+                  "already in --workdir (e.g. stopped early).")
 
 # Published frame counts to 18 on Pong (docs/ga3c.md, "Anchors").
 ANCHORS = {"RLlib APPO (about 10M)": 10e6, "RLlib IMPALA (18.9M)": 18.9e6}
@@ -97,14 +100,17 @@ def seed_record(preset: str, seed: int) -> Dict:
   """Runs one seed (or resumes it) and reads what it reached."""
   from tfrl import plot  # pylint: disable=import-outside-toplevel
   logdir = os.path.join(flags.FLAGS.workdir, f"{preset}_s{seed}")
-  record = {"seed": seed, "logdir": logdir, **_run(preset, seed, logdir)}
+  record = {"seed": seed, "logdir": logdir}
+  if flags.FLAGS.run:
+    record.update(_run(preset, seed, logdir))
   curve = plot.load_curve(logdir, plot.GA3C_SCORE)
   record["to_target"] = _first_crossing(curve, flags.FLAGS.target)
   record["frames"] = float(curve.frames[-1])
   record["last_score"] = float(curve.values[-1])
   record["lag_mean"] = _last_scalar(logdir, "loss/lag_mean")
-  record["evaluation"] = {"own_protocol": _evaluate(logdir, None),
-                          "no_sticky": _evaluate(logdir, 0.0)}
+  if flags.FLAGS.eval_episodes > 0:
+    record["evaluation"] = {"own_protocol": _evaluate(logdir, None),
+                            "no_sticky": _evaluate(logdir, 0.0)}
   step = max(1, len(curve.frames) // 400)  # a few hundred points per seed
   record["curve"] = {"frames": curve.frames[::step].tolist(),
                      "seconds": curve.seconds[::step].tolist(),
