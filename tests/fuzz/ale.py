@@ -13,17 +13,15 @@ from tests.fuzz import cases
 from tests.fuzz.cases import FuncCase
 
 
-class AleState:
+class AleState(cases.EnvPool):
   """The worker's emulator batches and what each slot may do next."""
 
   def __init__(self, rng):
+    super().__init__()
     from tfrl.envs import atari_env  # pylint: disable=import-outside-toplevel
     from tfrl.ops import ale  # pylint: disable=import-outside-toplevel
     self.ale = ale
     self.rom_directory = atari_env.default_rom_directory()
-    self.pool = []
-    self.dead = []  # handles of destroyed batches
-    self.variable = tf.Variable(1.0)  # a resource of another kind
     for _ in range(2):
       self.create(valid_config(rng))
 
@@ -37,15 +35,7 @@ class AleState:
                channels=(1 if config["grayscale"] else 3) * config["stack"],
                needs_reset=[True] * config["num_envs"],
                has_obs=[False] * config["num_envs"], actions=actions)
-    self.pool.append(env)
-    if len(self.pool) > 3:
-      self.destroy(self.pool.pop(0))
-    return env
-
-  def destroy(self, env):
-    tf.raw_ops.DestroyResourceOp(resource=env["handle"], ignore_lookup_error=True)
-    self.dead.append(env["handle"])
-    del self.dead[:-2]
+    return self.add(env)
 
 
 def valid_config(rng):
@@ -63,22 +53,15 @@ def valid_config(rng):
       seed=int(rng.integers(-2**62, 2**62)))
 
 
-_EMULATORS = []
-
-
 def emulators(rng):
   """The worker's AleState, made with `rng` on first use."""
-  if not _EMULATORS:
-    _EMULATORS.append(AleState(rng))
-  return _EMULATORS[0]
+  return AleState.of_worker(rng)
 
 
 def _slots(rng, env, allow=None):
   """A random subset of slots (no repeats), optionally only those `allow` admits."""
   n = env["config"]["num_envs"]
-  slots = [s for s in range(n) if allow is None or allow(s)]
-  rng.shuffle(slots)
-  return np.array(slots[:int(rng.integers(0, len(slots) + 1))], np.int32)
+  return cases.random_slots(rng, [s for s in range(n) if allow is None or allow(s)])
 
 
 def _bad_indices(rng, env):
@@ -132,10 +115,9 @@ def gen_ale_env_create(rng):
   detail = json.dumps({k: v for k, v in config.items() if k != "seed"})
 
   if mutation is not None:
-    def run_bad():
-      handle = state.ale.env_create(rom_directory=rom_directory, **config)
-      tf.raw_ops.DestroyResourceOp(resource=handle, ignore_lookup_error=True)
-    return FuncCase(run_bad, mutation, expect, detail)
+    return cases.bad_create_case(
+        lambda: state.ale.env_create(rom_directory=rom_directory, **config), mutation, expect,
+        detail)
 
   def run():
     env = state.create(config)
@@ -146,21 +128,11 @@ def gen_ale_env_create(rng):
   return FuncCase(run, None, detail=detail)
 
 
-def _env(rng, state):
-  return state.pool[int(rng.integers(0, len(state.pool)))]
-
-
-def _handle_mutation(rng, state):
-  if rng.random() < 0.5 and state.dead:
-    return "destroyed_handle", state.dead[-1], (tf.errors.NotFoundError,
-                                                tf.errors.InvalidArgumentError)
-  return "wrong_resource_kind", state.variable.handle, (tf.errors.InvalidArgumentError,
-                                                         tf.errors.NotFoundError)
 
 
 def gen_ale_reset(rng):
   state = emulators(rng)
-  env = _env(rng, state)
+  env = state.pick(rng)
   idx = _slots(rng, env)
   seeded = rng.random() < 0.4
   seeds = (rng.integers(0, 2**31, size=len(idx)) if seeded else np.zeros(0)).astype(np.int64)
@@ -185,7 +157,7 @@ def gen_ale_reset(rng):
     idx = np.array([0], np.int32)
     seeds = np.zeros((1, 1), np.int64)
   elif mutation == "handle":
-    mutation, handle, expect = _handle_mutation(rng, state)
+    mutation, handle, expect = state.handle_mutation(rng)
     idx, seeds = np.array([0], np.int32), np.zeros(0, np.int64)
   elif mutation == "indices_dtype":
     expect = (TypeError, tf.errors.InvalidArgumentError)
@@ -208,7 +180,7 @@ def gen_ale_reset(rng):
 
 def gen_ale_step(rng):
   state = emulators(rng)
-  env = _env(rng, state)
+  env = state.pick(rng)
   # Slots that may step, mostly; now and then one that needs a reset (bad).
   idx = _slots(rng, env, allow=lambda s: not env["needs_reset"][s])
   actions = rng.integers(0, env["num_actions"], size=len(idx)).astype(np.int32)
@@ -239,7 +211,7 @@ def gen_ale_step(rng):
     mutation = f"indices_{kind}"
     actions = np.zeros(idx.shape[0], np.int32)
   elif mutation == "handle":
-    mutation, handle, expect = _handle_mutation(rng, state)
+    mutation, handle, expect = state.handle_mutation(rng)
     idx, actions = np.array([0], np.int32), np.zeros(1, np.int32)
   elif mutation == "actions_dtype":
     expect = (TypeError, tf.errors.InvalidArgumentError)
@@ -271,7 +243,7 @@ def gen_ale_step(rng):
 
 def gen_ale_observe(rng):
   state = emulators(rng)
-  env = _env(rng, state)
+  env = state.pick(rng)
   idx = _slots(rng, env, allow=lambda s: env["has_obs"][s])
   attrs = dict(height=env["height"], width=env["width"], channels=env["channels"])
   handle = env["handle"]
@@ -296,7 +268,7 @@ def gen_ale_observe(rng):
     kind, idx = _bad_indices(rng, env)
     mutation = f"indices_{kind}"
   elif mutation == "handle":
-    mutation, handle, expect = _handle_mutation(rng, state)
+    mutation, handle, expect = state.handle_mutation(rng)
     idx = np.array([0], np.int32)
   elif mutation == "attr_range":
     attrs["height"] = int(rng.choice([0, -1]))
@@ -319,9 +291,9 @@ def gen_ale_observe(rng):
 
 def gen_ale_action_set(rng):
   state = emulators(rng)
-  env = _env(rng, state)
+  env = state.pick(rng)
   if rng.random() < 0.3:
-    mutation, handle, expect = _handle_mutation(rng, state)
+    mutation, handle, expect = state.handle_mutation(rng)
     return FuncCase(lambda: state.ale.action_set(handle), mutation, expect)
 
   def run():

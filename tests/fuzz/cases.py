@@ -35,6 +35,15 @@ class FuncCase(Case):
     return self._fn()
 
 
+def bad_create_case(create, mutation, expect, detail):
+  """A call that makes an env batch from bad input (`create()` returns its
+  handle), which must raise `expect`; a batch made anyway is destroyed."""
+  def run():
+    handle = create()
+    tf.raw_ops.DestroyResourceOp(resource=handle, ignore_lookup_error=True)
+  return FuncCase(run, mutation, expect, detail)
+
+
 def shape_case(fn, want, what, detail):
   """A valid call (empty inputs with huge dimensions) whose result must have
   shape `want`."""
@@ -135,3 +144,57 @@ def bad_indices(rng, num_slots: int):
   if kind == "duplicate":
     return kind, np.array([0, 0], np.int32)
   return kind, np.zeros((1, 1), np.int32)
+
+
+def random_slots(rng, slots):
+  """A random subset of the slot numbers `slots`, in random order, as int32."""
+  slots = list(slots)
+  rng.shuffle(slots)
+  return np.array(slots[:int(rng.integers(0, len(slots) + 1))], np.int32)
+
+
+class EnvPool:
+  """A fuzz worker's live batches of an env op family (dicts with a
+  "handle"): at most `size`, the oldest destroyed first; the last two
+  destroyed handles and a resource of another kind serve as bad handles."""
+
+  _WORKER = {}  # class -> the worker's one pool of that class
+
+  @classmethod
+  def of_worker(cls, rng) -> "EnvPool":
+    """The worker's one pool of this class, made with `rng` on first use."""
+    if cls not in EnvPool._WORKER:
+      EnvPool._WORKER[cls] = cls(rng)
+    return EnvPool._WORKER[cls]
+
+  def __init__(self, size: int = 3):
+    self.pool = []
+    self.dead = []  # handles of destroyed batches
+    self.variable = tf.Variable(1.0)  # a resource of another kind
+    self._size = size
+
+  def add(self, env: dict) -> dict:
+    self.pool.append(env)
+    if len(self.pool) > self._size:
+      self.destroy(self.pool.pop(0))
+    return env
+
+  def release(self, env: dict) -> None:
+    """Frees what a batch holds besides its handle (nothing here)."""
+
+  def destroy(self, env: dict) -> None:
+    tf.raw_ops.DestroyResourceOp(resource=env["handle"], ignore_lookup_error=True)
+    self.release(env)
+    self.dead.append(env["handle"])
+    del self.dead[:-2]
+
+  def pick(self, rng) -> dict:
+    return self.pool[int(rng.integers(0, len(self.pool)))]
+
+  def handle_mutation(self, rng):
+    """(mutation, a bad handle, the errors it must raise)."""
+    if rng.random() < 0.5 and self.dead:
+      return "destroyed_handle", self.dead[-1], (tf.errors.NotFoundError,
+                                                 tf.errors.InvalidArgumentError)
+    return "wrong_resource_kind", self.variable.handle, (tf.errors.InvalidArgumentError,
+                                                          tf.errors.NotFoundError)

@@ -41,10 +41,11 @@ class Slot:
     self.obs = None         # the reference's last observation (None: zeros)
 
 
-class MujocoState:
+class MujocoState(cases.EnvPool):
   """The worker's simulation batches (with their references)."""
 
   def __init__(self, rng):
+    super().__init__()
     import gymnasium as gym  # pylint: disable=import-outside-toplevel
     import mujoco  # pylint: disable=import-outside-toplevel
     from tfrl.ops import mujoco as ops  # pylint: disable=import-outside-toplevel
@@ -54,9 +55,6 @@ class MujocoState:
       env = gym.make(env_id).unwrapped
       self.models[task] = env.fullpath
       env.close()
-    self.pool = []
-    self.dead = []  # handles of destroyed batches
-    self.variable = tf.Variable(1.0)  # a resource of another kind
     for _ in range(2):
       self.create(valid_config(rng))
 
@@ -68,17 +66,11 @@ class MujocoState:
                nq=slots[0].reference.model.nq, nv=slots[0].reference.model.nv,
                nu=slots[0].reference.model.nu,
                init=(slots[0].reference.init_qpos, slots[0].reference.init_qvel))
-    self.pool.append(env)
-    if len(self.pool) > 3:
-      self.destroy(self.pool.pop(0))
-    return env
+    return self.add(env)
 
-  def destroy(self, env):
-    tf.raw_ops.DestroyResourceOp(resource=env["handle"], ignore_lookup_error=True)
+  def release(self, env):
     for slot in env["slots"]:
       slot.reference.close()
-    self.dead.append(env["handle"])
-    del self.dead[:-2]
 
 
 def valid_config(rng):
@@ -87,37 +79,19 @@ def valid_config(rng):
               max_episode_steps=int(rng.choice([0, 1, 3, 20, 1000])))
 
 
-_SIMULATIONS = []
-
-
 def simulations(rng):
   """The worker's MujocoState, made with `rng` on first use."""
-  if not _SIMULATIONS:
-    _SIMULATIONS.append(MujocoState(rng))
-  return _SIMULATIONS[0]
-
-
-def _env(rng, state):
-  return state.pool[int(rng.integers(0, len(state.pool)))]
+  return MujocoState.of_worker(rng)
 
 
 def _slots(rng, env, allow=None):
   """A random subset of slots (no repeats), optionally only those `allow` admits."""
-  slots = [s for s, slot in enumerate(env["slots"]) if allow is None or allow(slot)]
-  rng.shuffle(slots)
-  return np.array(slots[:int(rng.integers(0, len(slots) + 1))], np.int32)
+  return cases.random_slots(
+      rng, [s for s, slot in enumerate(env["slots"]) if allow is None or allow(slot)])
 
 
 def _bad_indices(rng, env):
   return cases.bad_indices(rng, len(env["slots"]))
-
-
-def _handle_mutation(rng, state):
-  if rng.random() < 0.5 and state.dead:
-    return "destroyed_handle", state.dead[-1], (tf.errors.NotFoundError,
-                                                tf.errors.InvalidArgumentError)
-  return "wrong_resource_kind", state.variable.handle, (tf.errors.InvalidArgumentError,
-                                                         tf.errors.NotFoundError)
 
 
 def _same(got, want):
@@ -155,10 +129,8 @@ def gen_mujoco_env_create(rng):
   detail = json.dumps(dict(config, model_path=model_path))
 
   if mutation is not None:
-    def run_bad():
-      handle = state.ops.env_create(model_path=model_path, **config)
-      tf.raw_ops.DestroyResourceOp(resource=handle, ignore_lookup_error=True)
-    return FuncCase(run_bad, mutation, expect, detail)
+    return cases.bad_create_case(
+        lambda: state.ops.env_create(model_path=model_path, **config), mutation, expect, detail)
 
   def run():
     env = state.create(config)
@@ -180,7 +152,7 @@ def _starts(rng, env, k):
 
 def gen_mujoco_reset(rng):
   state = simulations(rng)
-  env = _env(rng, state)
+  env = state.pick(rng)
   idx = _slots(rng, env)
   qpos, qvel = _starts(rng, env, len(idx))
   handle = env["handle"]
@@ -205,7 +177,7 @@ def gen_mujoco_reset(rng):
     target = qpos if mutation == "qpos_non_finite" else qvel
     target[0, int(rng.integers(0, target.shape[1]))] = rng.choice([np.nan, np.inf, -np.inf])
   elif mutation == "handle":
-    mutation, handle, expect = _handle_mutation(rng, state)
+    mutation, handle, expect = state.handle_mutation(rng)
     idx = np.array([0], np.int32)
     qpos, qvel = _starts(rng, env, 1)
   elif mutation == "qpos_dtype":
@@ -266,7 +238,7 @@ def _check_step(env, idx, actions, outputs):
 
 def gen_mujoco_step(rng):
   state = simulations(rng)
-  env = _env(rng, state)
+  env = state.pick(rng)
   # Slots that may step, mostly; now and then one that needs a reset (bad).
   idx = _slots(rng, env, allow=lambda slot: not slot.needs_reset)
   actions = _actions(rng, env, len(idx))
@@ -292,7 +264,7 @@ def gen_mujoco_step(rng):
     mutation = f"indices_{kind}"
     actions = np.zeros((idx.shape[0], env["nu"]), np.float32)
   elif mutation == "handle":
-    mutation, handle, expect = _handle_mutation(rng, state)
+    mutation, handle, expect = state.handle_mutation(rng)
     idx, actions = np.array([0], np.int32), np.zeros((1, env["nu"]), np.float32)
   elif mutation == "actions_dtype":
     expect = cases.invalid_or_type()
@@ -309,7 +281,7 @@ def gen_mujoco_step(rng):
 
 def gen_mujoco_observe(rng):
   state = simulations(rng)
-  env = _env(rng, state)
+  env = state.pick(rng)
   idx = _slots(rng, env)
   handle = env["handle"]
   mutation = None
@@ -320,7 +292,7 @@ def gen_mujoco_observe(rng):
     kind, idx = _bad_indices(rng, env)
     mutation = f"indices_{kind}"
   elif mutation == "handle":
-    mutation, handle, expect = _handle_mutation(rng, state)
+    mutation, handle, expect = state.handle_mutation(rng)
     idx = np.array([0], np.int32)
 
   def call():
