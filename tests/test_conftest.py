@@ -1,7 +1,6 @@
 """tests/conftest.py: the serial group names test files that exist, and a run
 with a path that does not stops before it starts."""
 
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -10,21 +9,14 @@ import tempfile
 
 from absl.testing import absltest
 
+from tests import conftest
+
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _conftest():
-  spec = importlib.util.spec_from_file_location(
-      "tfrl_tests_conftest", os.path.join(_ROOT, "tests", "conftest.py"))
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
 
 
 class SerialFilesTest(absltest.TestCase):
 
   def test_every_serial_file_exists(self):
-    conftest = _conftest()
     self.assertEqual(conftest.missing_serial_files(), [])
     self.assertEqual(conftest.missing_serial_files(("tests/test_wheel.py", "tests/nope.py")),
                      ["tests/nope.py"])

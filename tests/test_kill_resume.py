@@ -13,23 +13,10 @@ script's docstring).
 """
 
 import dataclasses
-import importlib.util
-import os
 import random
 import unittest
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _load_script():
-  spec = importlib.util.spec_from_file_location(
-      "kill_resume", os.path.join(_ROOT, "tests", "kill_resume.py"))
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
-kill_resume = _load_script()
+from tests import kill_resume
 
 # Shorter kill windows than the long run's: each still spans the moments the
 # checkpoints are written (GA / ES / random search: every generation; GA3C:
