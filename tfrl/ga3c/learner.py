@@ -131,13 +131,8 @@ class Learner(tf.Module):
     """Loss of a batch: obs [B, T+1, ...], action/reward/done [B, T] (and, for
     vtrace / appo, behaviour_log_prob [B, T])."""
     cfg = self.config
-    obs = batch["obs"]
-    shape = tf.shape(obs)
-    b, t1 = shape[0], shape[1]
-    t = t1 - 1
-    logits, values = self.network(tf.reshape(obs, tf.concat([[b * t1], shape[2:]], axis=0)))
-    values = tf.reshape(values, [b, t1])
-    logits = tf.reshape(logits, [b, t1, -1])
+    logits, values = self._forward(batch["obs"])
+    b, t = tf.shape(values)[0], tf.shape(values)[1] - 1
     rewards = tf.cast(batch["reward"], tf.float32)
     if cfg.reward_clip > 0:
       rewards = tf.clip_by_value(rewards, -cfg.reward_clip, cfg.reward_clip)
@@ -220,13 +215,18 @@ class Learner(tf.Module):
         self._after_update(self.network)
     return metrics
 
+  def _forward(self, obs):
+    """The network over segments' observations [B, T, ...]: logits [B, T, A], values [B, T]."""
+    shape = tf.shape(obs)
+    logits, values = self.network(tf.reshape(obs, tf.concat([[shape[0] * shape[1]], shape[2:]], 0)))
+    return tf.reshape(logits, [shape[0], shape[1], -1]), tf.reshape(values, shape[:2])
+
   def _log_probs(self, batch) -> tf.Tensor:
     """log pi(a_t|x_t) [B, T] of the batch's actions under the network as it is now."""
-    obs = batch["obs"][:, :-1]
-    shape = tf.shape(obs)
-    logits, _ = self.network(tf.reshape(obs, tf.concat([[shape[0] * shape[1]], shape[2:]], 0)))
-    log_pi, _ = losses.log_prob_and_entropy(logits, tf.reshape(batch["action"], [-1]))
-    return tf.stop_gradient(tf.reshape(log_pi, shape[:2]))
+    logits, _ = self._forward(batch["obs"][:, :-1])
+    log_pi, _ = losses.log_prob_and_entropy(tf.reshape(logits, [-1, tf.shape(logits)[-1]]),
+                                            tf.reshape(batch["action"], [-1]))
+    return tf.stop_gradient(tf.reshape(log_pi, tf.shape(batch["action"])))
 
   def _lag(self, batch) -> Dict[str, tf.Tensor]:
     """Optimizer steps between the policy that acted and this update."""
