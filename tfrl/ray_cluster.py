@@ -45,6 +45,11 @@ def connect(address: str, *, object_store_memory: Optional[int] = None,
   if ray.is_initialized():
     return ray, False
   if address == "local":
+    # Ray reads the variable once, when it is first imported: a process that
+    # imported it earlier (a test process, a notebook) would give this
+    # instance the machine's network address. Its constant says the same.
+    from ray._private import ray_constants  # pylint: disable=import-outside-toplevel
+    ray_constants.ENABLE_RAY_CLUSTER = False
     ray.init(address="local", include_dashboard=False, log_to_driver=log_to_driver,
              object_store_memory=object_store_memory)
   else:

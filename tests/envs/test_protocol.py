@@ -67,30 +67,24 @@ class EnvProtocolTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, message.replace("[", r"\[").replace("]", r"\]")):
       EnvProtocol(**values)
 
-  def test_resolved_and_identity_record_what_runs(self):
+  def test_resolved_records_what_runs_and_identity_leaves_the_kernel_isa_out(self):
     cartpole = EnvProtocol(env="CartPole-v1")
     self.assertEqual(cartpole.env_implementation, "auto")
     self.assertEqual(cartpole.resolved().env_implementation, "gymnasium")
     self.assertEqual(EnvProtocol(game="pong").resolved().env_implementation, "ops")
     self.assertEqual(cartpole.describe(), "CartPole-v1 on gymnasium")
-    # Once the population kernels are loaded, the identity and the resolved
-    # protocol (an export's metadata) record the build that runs.
+    # Once the population kernels are loaded, the resolved protocol (an
+    # export's metadata) records the build that runs ...
     chosen = population.select_isa()
+    self.assertTrue(population.loaded())
     self.assertIn(chosen, ("amx", "avx512", "avx2", "sse", "portable"))
-    self.assertEqual(cartpole.identity()["kernel_isa"], chosen)
     self.assertEqual(cartpole.resolved().kernel_isa, chosen)
     self.assertEqual(EnvProtocol.from_json(cartpole.resolved().to_json()), cartpole.resolved())
-
-  def test_identity_leaves_the_kernel_isa_unchosen_where_no_kernel_ran(self):
-    # GA3C and TD3 never load the population kernels: their checkpoints must
-    # not tie a resume to the CPU's widest build.
-    out = subprocess.run(
-        [sys.executable, "-c",
-         "from tfrl.envs import EnvProtocol\n"
-         "from tfrl.ops import population\n"
-         "print('ISA', EnvProtocol(game='pong').identity()['kernel_isa'], population.loaded())"],
-        capture_output=True, text=True, check=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-    self.assertIn("ISA auto False", out.stdout)
+    # ... but a checkpoint's identity does not: a GA3C or TD3 run started in
+    # a process that loaded them (a test process) resumes in one that did not.
+    self.assertNotIn("kernel_isa", cartpole.identity())
+    self.assertEqual(set(cartpole.identity()),
+                     set(cartpole.to_json()) - {"kernel_isa"})
 
   def test_kernel_isa_choices_are_the_ops(self):
     self.assertEqual(protocol_lib.KERNEL_ISAS, population.KERNEL_ISAS)

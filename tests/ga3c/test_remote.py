@@ -87,6 +87,8 @@ def ray_instance():
   ray, started = ray_cluster.connect("local", object_store_memory=256 << 20,
                                      log_to_driver=False)
   assert started
+  # Every node on loopback, also in a process that imported Ray before.
+  assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}, ray.nodes()
   yield ray
   ray_cluster.disconnect(ray, started)
   if old is None:

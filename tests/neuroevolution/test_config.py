@@ -33,7 +33,8 @@ class ConfigTest(absltest.TestCase):
     self.assertEqual((config.evaluator.num_envs, config.network.arch), (4, "small"))
     self.assertFalse(config.uses_ray)
     self.assertEqual(config.cache_size(), 8 + 5 + 2)
-    self.assertEqual(runner.run_config(config).identity, config.env.identity())
+    self.assertEqual(runner.run_config(config).identity,
+                     {**config.env.identity(), "kernel_isa": "auto"})
 
   def test_env_replaces_the_default_game(self):
     config = _config(es.ESConfig, "--env=CartPole-v1", "--population=4")

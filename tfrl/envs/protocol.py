@@ -199,12 +199,14 @@ class EnvProtocol:
     return cls(**data)
 
   def identity(self) -> Dict[str, Any]:
-    """What a checkpoint records of the protocol; a resume must match it. Its
-    `kernel_isa` is the population kernels' build only once this process has
-    loaded them (else as asked): a run that never uses them (GA3C, TD3) does
-    not tie its checkpoint to the CPU; neuroevolution's run identity records
-    the build it runs (`tfrl.neuroevolution.runner.run_identity`)."""
-    return self.resolved().to_json()
+    """What a checkpoint records of the protocol; a resume must match it.
+    Without `kernel_isa`: only neuroevolution runs the population kernels, and
+    its run identity records the build it runs
+    (`tfrl.neuroevolution.runner.run_identity`). Whether this process happens
+    to have loaded them (a test process, a notebook) changes nothing here."""
+    identity = self.resolved().to_json()
+    del identity["kernel_isa"]
+    return identity
 
   def describe(self) -> str:
     """One line for logs, e.g. "pong (frame skip 4, sticky 0.0, no-ops <= 30)"."""

@@ -89,8 +89,7 @@ def run_identity(algorithm, observation_spec: tf.TensorSpec,
   identity = {"algorithm": algorithm.name}
   identity.update(extra or {})
   if "kernel_isa" in identity:
-    # The population kernels run in this process: record the build they run
-    # (the env protocol's identity names it only once they are loaded).
+    # The population kernels run in this process: record the build they run.
     identity["kernel_isa"] = population_ops.select_isa(identity["kernel_isa"])
   identity.update({
       "network": layout.describe(),
@@ -329,7 +328,8 @@ def run_config(config: settings_lib.NeuroevolutionConfig) -> RunConfig:
       logdir=run_settings.logdir, generations=run_settings.generations,
       max_frames=run_settings.max_frames, resume=run_settings.resume,
       export=run_settings.export, export_every=run_settings.export_every,
-      target_score=run_settings.target_score, identity=config.env.identity(),
+      target_score=run_settings.target_score,
+      identity={**config.env.identity(), "kernel_isa": config.env.kernel_isa},
       env_protocol=config.env, profile_generation=run_settings.profile_generation)
 
 
