@@ -224,6 +224,10 @@ class GA3CConfig:
                        "--minibatches must be 1 (--loss=appo or vtrace take more).")
     if self.lr_schedule == "linear" and not self.max_frames:
       raise ValueError("lr_schedule linear decays to 0 at max_frames: set --max_frames.")
+    if self.segments_per_max_batch < self.segments_per_min_batch:
+      raise ValueError(
+          f"training_max_batch_size ({self.training_max_batch_size}) must be 0 (4x the "
+          f"minimum) or at least training_min_batch_size ({self.training_min_batch_size}).")
     if self.minibatches > self.segments_per_min_batch:
       raise ValueError(
           f"minibatches ({self.minibatches}) must be at most the segments of the smallest "
@@ -251,6 +255,6 @@ class GA3CConfig:
 
   @property
   def segments_per_max_batch(self) -> int:
-    samples = self.training_max_batch_size or 0
-    n = -(-samples // self.t_max) if samples else 0
-    return max(n, 4 * self.segments_per_min_batch)
+    if not self.training_max_batch_size:
+      return 4 * self.segments_per_min_batch
+    return -(-self.training_max_batch_size // self.t_max)

@@ -1,0 +1,29 @@
+"""GA3CConfig's batch bounds: what the trainer dequeues per update."""
+
+import pytest
+
+from tfrl.ga3c.config import GA3CConfig
+
+
+def _config(**kwargs):
+  return GA3CConfig(**{"agents": 1, "max_agents": 1, **kwargs})
+
+
+def test_an_explicit_max_batch_is_honoured_in_whole_segments():
+  # 1,024 samples of 32-step segments: 32 segments, not 4x the minimum.
+  config = _config(t_max=32, training_min_batch_size=1024, training_max_batch_size=1024)
+  assert (config.segments_per_min_batch, config.segments_per_max_batch) == (32, 32)
+  config = _config(t_max=5, training_min_batch_size=80, training_max_batch_size=322)
+  assert (config.segments_per_min_batch, config.segments_per_max_batch) == (16, 65)
+
+
+def test_max_batch_0_is_4x_the_minimum():
+  config = _config(t_max=5, training_min_batch_size=80)
+  assert (config.segments_per_min_batch, config.segments_per_max_batch) == (16, 64)
+  assert _config(t_max=5).segments_per_max_batch == 4
+
+
+def test_a_max_below_the_minimum_is_refused():
+  with pytest.raises(ValueError, match=r"training_max_batch_size \(40\) must be 0 \(4x the "
+                                       r"minimum\) or at least training_min_batch_size \(80\)"):
+    _config(t_max=5, training_min_batch_size=80, training_max_batch_size=40)
