@@ -92,6 +92,27 @@ class RunCheckpointsTest(tf.test.TestCase):
     self.assertEqual(self._restore(v), saver.latest)
     self.assertAllEqual(v.numpy(), [3.0, 4.0])
 
+  def test_an_older_checkpoint_restores_without_its_optional_entries_only(self):
+    # Written before the format gained `extra`: `v` comes back, `extra` keeps
+    # its initial value; an entry not declared optional must be there.
+    self._store().save(_Saved(tf.Variable([1.0, 2.0])), 1, _IDENTITY)
+    v, extra = tf.Variable([0.0, 0.0]), tf.Variable([7.0])
+    newer = _Saved(v)
+    newer.checkpoint_entries = {"v": v, "extra": extra}
+    newer.checkpoint = tf.train.Checkpoint(**newer.checkpoint_entries)
+    with self.assertRaisesRegex(ValueError, "does not match this run"):
+      self._store().restore(newer)
+    newer.optional_checkpoint_entries = ("extra",)
+    self._store().restore(newer)
+    self.assertAllEqual(v.numpy(), [1.0, 2.0])
+    self.assertAllEqual(extra.numpy(), [7.0])
+    # A checkpoint that has the optional entry restores it.
+    extra.assign([3.0])
+    self._store().save(newer, 2, _IDENTITY)
+    extra.assign([0.0])
+    self._store().restore(newer)
+    self.assertAllEqual(extra.numpy(), [3.0])
+
   def test_a_checkpoint_without_its_identity_file_is_corrupt(self):
     v = tf.Variable([1.0, 2.0])
     self._store().save(_Saved(v), 1, _IDENTITY)

@@ -87,6 +87,23 @@ def _check_state_file(directory: str) -> None:
     raise resume.CorruptCheckpoint(path, "names no checkpoint (empty or truncated)")
 
 
+def _restorable(algorithm, path: str) -> tf.train.Checkpoint:
+  """`algorithm.checkpoint`, less the entries of its `optional_checkpoint_entries`
+  (a dict of a checkpoint's entries: name -> trackable; those added to the
+  format later) that the checkpoint at `path` lacks: they keep their initial
+  values. Every other entry must be there."""
+  optional = getattr(algorithm, "optional_checkpoint_entries", None)
+  if not optional:
+    return algorithm.checkpoint
+  saved = {name.split("/")[0] for name, _ in tf.train.list_variables(path)}
+  missing = [name for name in optional if name not in saved]
+  if not missing:
+    return algorithm.checkpoint
+  kept = {name: value for name, value in algorithm.checkpoint_entries.items()
+          if name not in missing}
+  return tf.train.Checkpoint(**kept)
+
+
 class RunCheckpoints(run_loop.CheckpointStore):
   """See the module docstring. The algorithm's `checkpoint` (a
   `tf.train.Checkpoint`) is what is saved and restored."""
@@ -144,7 +161,7 @@ class RunCheckpoints(run_loop.CheckpointStore):
     if not glob.glob(glob.escape(latest) + ".data-*"):
       raise resume.CorruptCheckpoint(latest + ".data-*", f"missing ({STATE_FILE} names it)")
     try:
-      algorithm.checkpoint.restore(latest).assert_existing_objects_matched()
+      _restorable(algorithm, latest).restore(latest).assert_existing_objects_matched()
     except _UNREADABLE as e:
       raise resume.CorruptCheckpoint(latest, resume.first_line(e)) from e
     except (AssertionError, ValueError) as e:

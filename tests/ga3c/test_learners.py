@@ -127,6 +127,73 @@ class APPOAnchorTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(metrics["clip_fraction"], clipped)
 
 
+def _batch(seed, segments=4):
+  rng = np.random.default_rng(seed)
+  return {"obs": rng.standard_normal((segments, _T + 1, 4)).astype(np.float32),
+          "action": rng.integers(0, 2, (segments, _T)).astype(np.int32),
+          "reward": rng.uniform(-2, 2, (segments, _T)).astype(np.float32),
+          "done": rng.uniform(size=(segments, _T)) < 0.2,
+          "behaviour_log_prob": np.log(rng.uniform(0.2, 0.8, (segments, _T))).astype(np.float32),
+          "version": np.zeros((segments, _T), np.int64)}
+
+
+def _numpy_vtrace(batch, net, discount, lambda_):
+  """V-trace by its definition (IMPALA sec. 4.1), clips 1, from the net's outputs."""
+  segments = batch["action"].shape[0]
+  logits, values = net(batch["obs"].reshape(segments * (_T + 1), 4))
+  logits = logits.numpy().reshape(segments, _T + 1, -1)
+  values = values.numpy().reshape(segments, _T + 1)
+  log_pi = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+  vs, adv = np.zeros((segments, _T)), np.zeros((segments, _T))
+  for b in range(segments):
+    taken = log_pi[b, np.arange(_T), batch["action"][b]]
+    rho = np.exp(taken - batch["behaviour_log_prob"][b])
+    reward = np.clip(batch["reward"][b], -1, 1)
+    gamma = discount * (1.0 - batch["done"][b])
+    for s in range(_T):
+      total = values[b, s]
+      for t in range(s, _T):
+        weight = np.prod(gamma[s:t]) * np.prod(lambda_ * np.minimum(1.0, rho[s:t]))
+        delta = min(1.0, rho[t]) * (reward[t] + gamma[t] * values[b, t + 1] - values[b, t])
+        total += weight * delta
+      vs[b, s] = total
+    for s in range(_T):
+      following = vs[b, s + 1] if s + 1 < _T else values[b, _T]
+      adv[b, s] = min(1.0, rho[s]) * (reward[s] + gamma[s] * following - values[b, s])
+  return vs, adv
+
+
+class VTraceTargetsTest(tf.test.TestCase):
+  test_session = None
+
+  def test_batch_targets_are_vtrace_under_the_arrival_network(self):
+    net, batch = _net(2, seed=3), _batch(3)
+    config = learner_lib.LearnerConfig(loss="appo", vtrace_targets="batch", discount=0.9,
+                                       vtrace_lambda=0.95, loss_reduction="mean")
+    from tfrl import optimizers  # pylint: disable=import-outside-toplevel
+    fixed = learner_lib.Learner(net, optimizers.Adam(1e-3), config)._arrival(batch)
+    vs, adv = _numpy_vtrace(batch, net, 0.9, 0.95)
+    self.assertAllClose(fixed["vs"], vs, rtol=1e-4, atol=1e-5)
+    self.assertAllClose(fixed["pg_advantages"], adv, rtol=1e-4, atol=1e-5)
+
+  def test_batch_targets_stay_fixed_through_the_epochs_and_step_targets_move(self):
+    from tfrl import optimizers  # pylint: disable=import-outside-toplevel
+    for targets in ("step", "batch"):
+      net, batch = _net(2, seed=4), _batch(4)
+      config = learner_lib.LearnerConfig(loss="appo", vtrace_targets=targets, epochs=3,
+                                         loss_reduction="mean")
+      learner = learner_lib.Learner(net, optimizers.Adam(0.05), config)
+      arrival = np.exp(learner._arrival(batch)["anchor_log_prob"]
+                       - batch["behaviour_log_prob"]).mean()
+      # The third pass's importance weights: the arrival network's with fixed
+      # targets; the trained network's (a large step size moved it) otherwise.
+      last = learner.train(batch)["rho_mean"].numpy()
+      if targets == "batch":
+        self.assertAllClose(last, arrival, rtol=1e-6)
+      else:
+        self.assertNotAllClose(last, arrival, rtol=1e-3)
+
+
 class ShortRunTest(tf.test.TestCase, parameterized.TestCase):
   test_session = None
 

@@ -94,6 +94,11 @@ class ExportTest(tf.test.TestCase):
                                                          resume=True))
     self.assertEqual(restored_from, summary["checkpoint"])
     self.assertEqual(restored.frames, summary["frames"])
+    # The rolling score's episodes come back too (--target_score goes on from them).
+    self.assertNotEmpty(first.stats.scores)
+    self.assertAllEqual(restored.stats.saved_scores.numpy(), list(first.stats.scores))
+    restored.stats.restore_scores()
+    self.assertEqual(restored.stats.rolling_score, first.stats.rolling_score)
     for a, b in zip(first.network.trainable_variables,
                     restored.network.trainable_variables):
       self.assertAllClose(a, b)

@@ -122,6 +122,10 @@ class GA3CConfig:
       "learner", "<learner|behaviour>: appo's clip range is centred on the learner's policy "
       "when the batch arrives (V-trace's weights carry the lag) or on the behaviour policy "
       "that acted.", choices=("learner", "behaviour"))
+  vtrace_targets: str = flagconfig.field(
+      "step", "<step|batch>: vtrace's and appo's targets and advantages, computed under "
+      "the network at every gradient step (RLlib's APPO) or once when the batch arrives "
+      "and held through its epochs (as PPO's GAE).", choices=("step", "batch"))
   epochs: int = flagconfig.field(
       1, "Passes over each training batch (appo, vtrace; a3c: 1).")
   minibatches: int = flagconfig.field(

@@ -18,6 +18,11 @@ The loss is one of `tfrl.ga3c.losses.LOSSES`:
           the lag) or at the behaviour policy (`behaviour`: the lag already
           spends part of the range).
 
+vtrace's and appo's targets and advantages are computed under the network
+as it is at every gradient step (`vtrace_targets=step`, RLlib's APPO), or
+once when the batch arrives and held fixed through its epochs
+(`vtrace_targets=batch`, as PPO's GAE is computed once per rollout).
+
 Every segment carries the policy version that acted (the optimizer's step
 count when the predictor read the weights), so each step measures the policy
 lag, the optimizer steps between acting and learning (`lag_mean`, `lag_max`).
@@ -50,6 +55,7 @@ from tfrl.ga3c import losses
 from tfrl.ga3c import vtrace as vtrace_lib
 
 APPO_ANCHORS = ("learner", "behaviour")
+VTRACE_TARGETS = ("step", "batch")
 
 # The names older code and tests import from here.
 n_step_returns = losses.n_step_returns
@@ -75,6 +81,7 @@ class LearnerConfig:
   minibatches: int = 1
   normalize_advantages: bool = False
   appo_anchor: str = "learner"
+  vtrace_targets: str = "step"
 
   def __post_init__(self):
     if self.loss not in losses.LOSSES:
@@ -90,6 +97,9 @@ class LearnerConfig:
     if self.appo_anchor not in APPO_ANCHORS:
       raise ValueError(f"appo_anchor must be one of {', '.join(APPO_ANCHORS)}, got "
                        f"{self.appo_anchor!r}.")
+    if self.vtrace_targets not in VTRACE_TARGETS:
+      raise ValueError(f"vtrace_targets must be one of {', '.join(VTRACE_TARGETS)}, got "
+                       f"{self.vtrace_targets!r}.")
     if not self.ppo_clip > 0.0:
       raise ValueError(f"ppo_clip must be > 0, got {self.ppo_clip}.")
 
@@ -133,9 +143,7 @@ class Learner(tf.Module):
     cfg = self.config
     logits, values = self._forward(batch["obs"])
     b, t = tf.shape(values)[0], tf.shape(values)[1] - 1
-    rewards = tf.cast(batch["reward"], tf.float32)
-    if cfg.reward_clip > 0:
-      rewards = tf.clip_by_value(rewards, -cfg.reward_clip, cfg.reward_clip)
+    rewards = self._clipped_rewards(batch)
     bootstrap = tf.stop_gradient(values[:, -1])
     flat_logits, flat_values = _flat(logits, b, t), _flat(values, b, t)
     actions = tf.reshape(tf.cast(batch["action"], tf.int32), [-1])
@@ -152,16 +160,49 @@ class Learner(tf.Module):
     metrics["batch_samples"] = b * t
     return loss, metrics
 
-  def _corrected_loss(self, batch, logits, values, actions, rewards, bootstrap, b, t):
-    """vtrace's or appo's loss, from V-trace targets under the current network."""
+  def _trace(self, batch, logits, values, rewards, bootstrap, b, t):
+    """V-trace of `batch` [B, T] under flat `logits` [B*T, A] and `values` [B*T]."""
     cfg = self.config
-    behaviour = tf.reshape(tf.cast(batch["behaviour_log_prob"], tf.float32), [-1])
-    target, _ = losses.log_prob_and_entropy(logits, actions)
+    behaviour = tf.reshape(tf.cast(batch["behaviour_log_prob"], tf.float32), [b, t])
+    target, _ = losses.log_prob_and_entropy(logits, tf.reshape(batch["action"], [-1]))
     discounts = cfg.discount * (1.0 - tf.cast(batch["done"], tf.float32))
-    trace = vtrace_lib.vtrace(
-        tf.reshape(behaviour, [b, t]), tf.reshape(target, [b, t]), rewards, discounts,
+    return vtrace_lib.vtrace(
+        behaviour, tf.reshape(target, [b, t]), rewards, discounts,
         tf.reshape(values, [b, t]), bootstrap, clip_rho=cfg.clip_rho,
         clip_pg_rho=cfg.clip_rho, clip_c=cfg.clip_c, lambda_=cfg.vtrace_lambda)
+
+  def _clipped_rewards(self, batch):
+    rewards = tf.cast(batch["reward"], tf.float32)
+    clip = self.config.reward_clip
+    return tf.clip_by_value(rewards, -clip, clip) if clip > 0 else rewards
+
+  def _arrival(self, batch):
+    """The batch under the network as it is when the batch arrives: the learner
+    anchor's log-probabilities and, with `vtrace_targets=batch`, the V-trace
+    targets and advantages held through the epochs (all [B, T], no gradient)."""
+    cfg = self.config
+    logits, values = self._forward(batch["obs"])
+    b, t = tf.shape(values)[0], tf.shape(values)[1] - 1
+    flat_logits = _flat(logits, b, t)
+    log_pi, _ = losses.log_prob_and_entropy(flat_logits, tf.reshape(batch["action"], [-1]))
+    fixed = {}
+    if cfg.loss == "appo" and cfg.appo_anchor == "learner":
+      fixed["anchor_log_prob"] = tf.reshape(log_pi, [b, t])
+    if cfg.vtrace_targets == "batch":
+      trace = self._trace(batch, flat_logits, _flat(values, b, t), self._clipped_rewards(batch),
+                          values[:, -1], b, t)
+      fixed.update(vs=trace.vs, pg_advantages=trace.pg_advantages, rhos=trace.rhos)
+    return {k: tf.stop_gradient(v) for k, v in fixed.items()}
+
+  def _corrected_loss(self, batch, logits, values, actions, rewards, bootstrap, b, t):
+    """vtrace's or appo's loss, from V-trace targets under the current network
+    (or those `_arrival` fixed for the batch)."""
+    cfg = self.config
+    behaviour = tf.reshape(tf.cast(batch["behaviour_log_prob"], tf.float32), [-1])
+    if "vs" in batch:
+      trace = vtrace_lib.VTrace(batch["vs"], batch["pg_advantages"], batch["rhos"])
+    else:
+      trace = self._trace(batch, logits, values, rewards, bootstrap, b, t)
     vs = tf.reshape(trace.vs, [-1])
     advantages = tf.reshape(trace.pg_advantages, [-1])
     if cfg.normalize_advantages:
@@ -221,13 +262,6 @@ class Learner(tf.Module):
     logits, values = self.network(tf.reshape(obs, tf.concat([[shape[0] * shape[1]], shape[2:]], 0)))
     return tf.reshape(logits, [shape[0], shape[1], -1]), tf.reshape(values, shape[:2])
 
-  def _log_probs(self, batch) -> tf.Tensor:
-    """log pi(a_t|x_t) [B, T] of the batch's actions under the network as it is now."""
-    logits, _ = self._forward(batch["obs"][:, :-1])
-    log_pi, _ = losses.log_prob_and_entropy(tf.reshape(logits, [-1, tf.shape(logits)[-1]]),
-                                            tf.reshape(batch["action"], [-1]))
-    return tf.stop_gradient(tf.reshape(log_pi, tf.shape(batch["action"])))
-
   def _lag(self, batch) -> Dict[str, tf.Tensor]:
     """Optimizer steps between the policy that acted and this update."""
     if "version" not in batch:
@@ -244,8 +278,9 @@ class Learner(tf.Module):
     batch's sample count."""
     cfg = self.config
     lag = self._lag(batch)
-    if cfg.loss == "appo" and cfg.appo_anchor == "learner":
-      batch = dict(batch, anchor_log_prob=self._log_probs(batch))
+    if cfg.loss != "a3c" and (cfg.vtrace_targets == "batch" or
+                              (cfg.loss == "appo" and cfg.appo_anchor == "learner")):
+      batch = dict(batch, **self._arrival(batch))
     if (cfg.epochs, cfg.minibatches) == (1, 1):
       metrics = self._step(batch)
     else:

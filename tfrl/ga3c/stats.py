@@ -19,6 +19,10 @@ class Stats:
 
   def __init__(self, score_window: int = 100, frames_per_step: int = 1):
     self.scores = collections.deque(maxlen=score_window)
+    # The window's scores as a checkpoint saves them, so that a resumed run's
+    # rolling score (and --target_score) goes on from the same episodes.
+    self.saved_scores = tf.Variable(tf.zeros([0]), shape=tf.TensorShape([None]),
+                                    trainable=False, name="recent_scores")
     self.frames_per_step = frames_per_step
     self._last_time = time.time()
     self._last = None
@@ -33,8 +37,14 @@ class Stats:
     if len(scores) == 0:
       return
     self.scores.extend(float(s) for s in scores)
+    self.saved_scores.assign(np.asarray(self.scores, np.float32))
     tf.summary.histogram("episode/score", np.asarray(scores, np.float32), step=frames)
     tf.summary.scalar("episode/mean_length", float(np.mean(lengths)), step=frames)
+
+  def restore_scores(self) -> None:
+    """Refills the window from `saved_scores` (after a checkpoint's restore)."""
+    self.scores.clear()
+    self.scores.extend(float(s) for s in self.saved_scores.numpy())
 
   def report(self, counters: Dict[str, int], queue_sizes: Dict[str, int],
              workers: Dict[str, int], metrics: Optional[Dict[str, float]] = None,

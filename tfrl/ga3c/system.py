@@ -77,7 +77,8 @@ def learner_config(config: GA3CConfig) -> LearnerConfig:
       grad_clip_norm=config.grad_clip_norm, vtrace_lambda=config.vtrace_lambda,
       clip_rho=config.clip_rho, clip_c=config.clip_c, ppo_clip=config.ppo_clip,
       epochs=config.epochs, minibatches=config.minibatches,
-      normalize_advantages=config.normalize_advantages, appo_anchor=config.appo_anchor)
+      normalize_advantages=config.normalize_advantages, appo_anchor=config.appo_anchor,
+      vtrace_targets=config.vtrace_targets)
 
 
 def build(config: GA3CConfig) -> run_loop.Job:
@@ -135,7 +136,12 @@ class GA3C(run_loop.Algorithm):
       # Frequency, begin and end of the decisions: the layers' own spec.
       self._reward_aware_spec = reward_aware[0].spec
       checkpointed["controller"] = self.controller
-    # What the skeleton's store saves and restores (tfrl.tf_checkpoints).
+    self.stats = Stats(cfg.score_window, self.frames_per_step)
+    checkpointed["recent_scores"] = self.stats.saved_scores
+    # What the skeleton's store saves and restores (tfrl.tf_checkpoints);
+    # checkpoints written before the rolling score was saved lack it.
+    self.checkpoint_entries = checkpointed
+    self.optional_checkpoint_entries = ("recent_scores",)
     self.checkpoint = tf.train.Checkpoint(**checkpointed)
     self._build_loops()
     # --ray_address: Ray actors play segments into the same training queue.
@@ -145,7 +151,6 @@ class GA3C(run_loop.Algorithm):
         stopping=lambda: self._stopping or self._stop_requested.is_set(),
         fail=self.fail) if cfg.ray_address else None
     self.policy = export.DiscretePolicy(self.network)
-    self.stats = Stats(cfg.score_window, self.frames_per_step)
     self.adjuster = DynamicAdjuster(
         (cfg.agents, cfg.predictors, cfg.trainers),
         Bounds(cfg.max_agents, cfg.max_predictors, cfg.max_trainers),
@@ -299,6 +304,7 @@ class GA3C(run_loop.Algorithm):
         predict=self.predictor.predict.get_concrete_function())
     logging.info("GA3C %s", precision.describe(self.precision_report))
     self.stats.text("run/precision", precision.describe(self.precision_report), self.frames)
+    self.stats.restore_scores()  # a resumed run's last episodes (none for a fresh one)
     self._start = self._last_stats = self._last_adjust = time.time()
     self._controller_steps = int(self.counters["train_steps"].numpy())
     self.set_worker_count("trainers", cfg.trainers)
