@@ -88,10 +88,10 @@ def _check_state_file(directory: str) -> None:
 
 
 def _restorable(algorithm, path: str) -> tf.train.Checkpoint:
-  """`algorithm.checkpoint`, less the entries of its `optional_checkpoint_entries`
-  (a dict of a checkpoint's entries: name -> trackable; those added to the
-  format later) that the checkpoint at `path` lacks: they keep their initial
-  values. Every other entry must be there."""
+  """`algorithm.checkpoint`, less those of its `optional_checkpoint_entries`
+  (names in `algorithm.checkpoint_entries`, the dict it was built from:
+  entries added to the format later) that the checkpoint at `path` lacks:
+  they keep their initial values. Every other entry must be there."""
   optional = getattr(algorithm, "optional_checkpoint_entries", None)
   if not optional:
     return algorithm.checkpoint
