@@ -133,7 +133,14 @@ class EvoTorchConfigTest(absltest.TestCase):
 
 class RaceRefusalTest(absltest.TestCase):
 
-  def _assert_refused(self, done, workdir, output):
+  def _assert_refused(self, script, *args):
+    """`script` with `args`, given a load of 2 per core: refused before anything ran."""
+    tmp = _tmp(self)
+    workdir, output = os.path.join(tmp, "runs"), os.path.join(tmp, "race.json")
+    os.makedirs(workdir)
+    done = _race(script, *args, "--settle_seconds=0",
+                 f"--load_file={_load_file(tmp, 2.0 * _CORES)}", f"--workdir={workdir}",
+                 f"--output={output}")
     self.assertEqual(done.returncode, 3, done.stderr[-2000:])
     last = done.stderr.strip().splitlines()[-1]
     self.assertRegex(last, r"^refused: .* load average [0-9.]+ \(1 min\) is over 0\.5 per core")
@@ -141,22 +148,10 @@ class RaceRefusalTest(absltest.TestCase):
     self.assertEqual(sorted(os.listdir(workdir)), ["partial.json"])  # nothing ran
 
   def test_pong_refuses_a_busy_machine(self):
-    tmp = _tmp(self)
-    workdir, output = os.path.join(tmp, "runs"), os.path.join(tmp, "race.json")
-    os.makedirs(workdir)
-    done = _race(_PONG, "--rows=tfrl", "--rounds=1", "--settle_seconds=0",
-                 f"--load_file={_load_file(tmp, 2.0 * _CORES)}", f"--workdir={workdir}",
-                 f"--output={output}", *_NO_PEERS)
-    self._assert_refused(done, workdir, output)
+    self._assert_refused(_PONG, "--rows=tfrl", "--rounds=1", *_NO_PEERS)
 
   def test_mujoco_refuses_a_busy_machine(self):
-    tmp = _tmp(self)
-    workdir, output = os.path.join(tmp, "runs"), os.path.join(tmp, "race.json")
-    os.makedirs(workdir)
-    done = _race(_MUJOCO, "--libraries=tfrl", "--seeds=0", "--settle_seconds=0",
-                 f"--load_file={_load_file(tmp, 2.0 * _CORES)}", f"--workdir={workdir}",
-                 f"--output={output}")
-    self._assert_refused(done, workdir, output)
+    self._assert_refused(_MUJOCO, "--libraries=tfrl", "--seeds=0")
 
 
 class RaceRecordTest(absltest.TestCase):
