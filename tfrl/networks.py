@@ -95,6 +95,10 @@ class NatureTorso(_ConvTorso):
   _PADDING = "VALID"
 
 
+# The conv torsos by CONV_NETS' names (GA3C's --torso).
+CONV_TORSOS = {"atari": AtariTorso, "nature": NatureTorso}
+
+
 class MLPTorso(tf.Module):
   """Flatten -> dense(h) -> activation, for each h in hidden_sizes."""
 

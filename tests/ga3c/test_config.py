@@ -1,7 +1,9 @@
-"""GA3CConfig's batch bounds: what the trainer dequeues per update."""
+"""GA3CConfig: the trainer's batch bounds, the learner process's env slots, the torso."""
 
 import pytest
 
+from tfrl import networks
+from tfrl.ga3c import system
 from tfrl.ga3c.config import GA3CConfig
 
 
@@ -27,3 +29,23 @@ def test_a_max_below_the_minimum_is_refused():
   with pytest.raises(ValueError, match=r"training_max_batch_size \(40\) must be 0 \(4x the "
                                        r"minimum\) or at least training_min_batch_size \(80\)"):
     _config(t_max=5, training_min_batch_size=80, training_max_batch_size=40)
+
+
+def test_only_ray_runners_leave_the_learner_one_idle_agents_slots():
+  # A runner plays max_agents x envs_per_agent slots; the learner steps none.
+  remote = GA3CConfig(agents=0, max_agents=8, envs_per_agent=4, ray_address="local")
+  assert (remote.local_agents, remote.num_env_slots) == (1, 4)
+  local = GA3CConfig(agents=2, max_agents=8, envs_per_agent=4)
+  assert (local.local_agents, local.num_env_slots) == (8, 32)
+
+
+@pytest.mark.parametrize("torso, expected", [("atari", networks.AtariTorso),
+                                             ("nature", networks.NatureTorso)])
+def test_torso_picks_the_conv_net(torso, expected):
+  network = system.make_network(_config(torso=torso), 6, (84, 84, 4))
+  assert type(network.torso) is expected
+
+
+def test_an_unknown_torso_is_refused():
+  with pytest.raises(ValueError, match="torso must be one of atari, nature, got 'resnet'"):
+    _config(torso="resnet")

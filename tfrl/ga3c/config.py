@@ -16,6 +16,8 @@ LOSSES = ("a3c", "vtrace", "appo")          # tfrl.ga3c.losses.LOSSES
 OPTIMIZERS = ("rmsprop", "adam")
 LR_SCHEDULES = ("constant", "linear")
 INITS = ("glorot", "orthogonal")
+# --torso's values: tfrl.networks.CONV_TORSOS' keys (image observations).
+TORSOS = ("atari", "nature")
 
 # --precision's values (tfrl.precision.CHOICES; not imported here so that the
 # flags are defined without importing TensorFlow).
@@ -136,6 +138,10 @@ class GA3CConfig:
       "glorot", "<glorot|orthogonal>: The network's initial weights. orthogonal: gain "
       "sqrt(2) for hidden layers, 0.01 for the policy head, 1 for the value head, zero "
       "biases (PPO's Atari setting; compressed layers keep theirs).", choices=INITS)
+  torso: str = flagconfig.field(
+      "atari", "<atari|nature>: The conv net for image observations. atari: GA3C's (conv "
+      "16-32, dense 256); nature: DQN Nature's (conv 32-64-64, dense 512; about 3x the "
+      "multiply-adds, what SB3 and CleanRL train on Atari).", choices=TORSOS)
   hidden_sizes: Tuple[int, ...] = flagconfig.field(
       (64, 64), "MLP torso sizes for non-image envs.")
   precision: str = flagconfig.field(
@@ -219,7 +225,8 @@ class GA3CConfig:
       raise ValueError(
           f"loss_reduction must be 'sum' or 'mean', got {self.loss_reduction!r}.")
     for name, allowed in (("loss", LOSSES), ("optimizer", OPTIMIZERS),
-                          ("lr_schedule", LR_SCHEDULES), ("init", INITS)):
+                          ("lr_schedule", LR_SCHEDULES), ("init", INITS),
+                          ("torso", TORSOS)):
       if getattr(self, name) not in allowed:
         raise ValueError(f"{name} must be one of {', '.join(allowed)}, got "
                          f"{getattr(self, name)!r}.")
@@ -249,8 +256,15 @@ class GA3CConfig:
             f"{self.profile_steps}.")
 
   @property
+  def local_agents(self) -> int:
+    """Agents the learner's process builds: --max_agents, or, when only Ray runners
+    play (--agents=0), one idle agent whose env slots give the specs."""
+    return self.max_agents if self.agents else 1
+
+  @property
   def num_env_slots(self) -> int:
-    return self.max_agents * self.envs_per_agent
+    """Env slots of the learner's process (a Ray runner has max_agents x envs_per_agent)."""
+    return self.local_agents * self.envs_per_agent
 
   @property
   def segments_per_min_batch(self) -> int:

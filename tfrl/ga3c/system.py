@@ -48,12 +48,13 @@ COUNTERS = ("env_steps", "episodes", "train_steps", "train_samples",
 
 def make_network(config: GA3CConfig, num_actions: int, observation_shape,
                  compute_dtype=tf.float32):
-  """The paper's conv net for image observations, an MLP otherwise."""
+  """The `--torso` conv net for image observations (the paper's by default), an MLP
+  otherwise."""
   kwargs = {}
   if config.layer_plan is not None:
     kwargs["plan"] = config.layer_plan
   if len(observation_shape) == 3:
-    torso = networks.AtariTorso(compute_dtype=compute_dtype, **kwargs)
+    torso = networks.CONV_TORSOS[config.torso](compute_dtype=compute_dtype, **kwargs)
   else:
     torso = networks.MLPTorso(list(config.hidden_sizes), compute_dtype=compute_dtype,
                               **kwargs)
@@ -155,7 +156,7 @@ class GA3C(run_loop.Algorithm):
         (cfg.agents, cfg.predictors, cfg.trainers),
         Bounds(cfg.max_agents, cfg.max_predictors, cfg.max_trainers),
         seed=cfg.seed) if cfg.dynamic_adjustment else None
-    self.workers = WorkerPool({"agents": cfg.max_agents, "predictors": cfg.max_predictors,
+    self.workers = WorkerPool({"agents": cfg.local_agents, "predictors": cfg.max_predictors,
                                "trainers": cfg.max_trainers}, self._make_worker)
     self._stop_requested = threading.Event()
     self._stopping = False
@@ -176,14 +177,14 @@ class GA3C(run_loop.Algorithm):
     cfg = self.config
     self.queues = Queues(
         obs_shape=self.observation_shape, obs_dtype=self.observation_dtype,
-        num_agents=cfg.max_agents, envs_per_agent=cfg.envs_per_agent,
+        num_agents=cfg.local_agents, envs_per_agent=cfg.envs_per_agent,
         t_max=cfg.t_max,
         prediction_capacity=max(cfg.prediction_queue_size,
                                 cfg.num_env_slots),
         training_capacity=max(cfg.training_queue_size,
                               cfg.segments_per_max_batch))
     self.agents = AgentPool(
-        self.env, self.queues, num_agents=cfg.max_agents,
+        self.env, self.queues, num_agents=cfg.local_agents,
         envs_per_agent=cfg.envs_per_agent, t_max=cfg.t_max,
         counters=self.counters)
     self.predictor = Predictor(self.network, self.queues,
