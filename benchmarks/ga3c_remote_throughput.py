@@ -6,8 +6,9 @@
 
 Each round runs the preset through the CLI (`python -m tfrl.ga3c`) twice, in
 alternating order: `local` (the preset's agents in the learner's process) and
-`remote` (`--agents=0 --ray_address=local --ray_runners=N
---ray_runner_cpus=C`: only Ray actors play, Ray on 127.0.0.1). A run's
+`remote` (`--agents=0 --max_agents=A --ray_address=local --ray_runners=N
+--ray_runner_cpus=C`: only Ray actors play, each with A agents' slots, Ray
+on 127.0.0.1; by default as many env slots in all as the preset's local run). A run's
 frames/s is the growth of its frame count (the TensorBoard stats' step)
 between the first and the last stats point of the window after the warm-up.
 
@@ -48,6 +49,9 @@ _SECONDS = flags.DEFINE_float("seconds", 120.0, "Measured seconds per run.")
 _WARMUP = flags.DEFINE_float("warmup", 60.0, "Seconds of each run before the window.")
 _RUNNERS = flags.DEFINE_integer("ray_runners", 2, "Remote runs: Ray runners.")
 _RUNNER_CPUS = flags.DEFINE_float("ray_runner_cpus", 1.0, "Remote runs: CPUs per runner.")
+_RUNNER_AGENTS = flags.DEFINE_integer(
+    "runner_agents", 4, "Remote runs: --max_agents, the agents of each runner (2 runners x "
+    "4 agents x the preset's 4 env slots = its 32 local slots).")
 _KILL_AFTER = flags.DEFINE_float("kill_after", 60.0, "Recovery run: seconds after the "
                                  "warm-up at which runner 0 is SIGKILLed; 0: no recovery run.")
 _RECOVERY_WINDOW = flags.DEFINE_float("recovery_window", 15.0, "Recovery run: frames/s "
@@ -68,7 +72,8 @@ _FRAMES_TAG = "counters/episodes"
 def mode_flags(mode):
   if mode == "local":
     return []
-  return ["--agents=0", "--ray_address=local", f"--ray_runners={_RUNNERS.value}",
+  return ["--agents=0", f"--max_agents={_RUNNER_AGENTS.value}", "--ray_address=local",
+          f"--ray_runners={_RUNNERS.value}",
           f"--ray_runner_cpus={_RUNNER_CPUS.value:g}"]
 
 
@@ -215,7 +220,8 @@ def main(argv):
   record = {"provenance": provenance.provenance(), "preset": _PRESET.value,
             "settings": {"rounds": _ROUNDS.value, "seconds": _SECONDS.value,
                          "warmup": _WARMUP.value, "ray_runners": _RUNNERS.value,
-                         "ray_runner_cpus": _RUNNER_CPUS.value, "seed": _SEED.value,
+                         "ray_runner_cpus": _RUNNER_CPUS.value,
+                         "runner_agents": _RUNNER_AGENTS.value, "seed": _SEED.value,
                          "stats_every": _STATS_EVERY.value, "kill_after": _KILL_AFTER.value,
                          "recovery_window": _RECOVERY_WINDOW.value,
                          "recovered_fraction": _RECOVERED.value},
