@@ -36,6 +36,7 @@ from absl import flags
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import provenance  # pylint: disable=g-import-not-at-top
+from benchmarks import td3_preset  # pylint: disable=g-import-not-at-top
 
 _PRESET = flags.DEFINE_string("preset", "td3_halfcheetah", "A TD3 preset (flags/td3_*.flags).")
 _SET = flags.DEFINE_multi_string("set", [], "Extra TD3 flags for every row, without the "
@@ -47,26 +48,6 @@ _STEPS = flags.DEFINE_integer("steps", 5000, "Timed env steps per row and round.
 _ROUNDS = flags.DEFINE_integer("rounds", 3, "Interleaved rounds over all rows.")
 _JIT_ROW = flags.DEFINE_bool("jit_row", False, "Add a row with --jit_compile (XLA).")
 _OUTPUT = flags.DEFINE_string("output", "td3_throughput.json", "JSON of the results.")
-
-
-def td3_config(preset: str, extra):
-  """The TD3Config of `preset` plus the flags `extra` (without the leading --),
-  parsed as the entry point parses them, on flag values of its own."""
-  # pylint: disable=import-outside-toplevel
-  from tfrl import flagconfig
-  from tfrl import presets
-  from tfrl.layers import flags as layer_flags
-  from tfrl.td3 import config as config_lib
-  if presets.entry_point(preset) != "tfrl.td3":
-    raise app.UsageError(f"--preset={preset} is not a TD3 preset: "
-                         f"{', '.join(presets.names('tfrl.td3'))}.")
-  fv = flags.FlagValues()
-  flagconfig.define(config_lib.TD3Config, fv=fv)
-  layer_flags.define_layer_flags(fv)
-  fv(presets.expand(["prog", f"--preset={preset}", *[f"--{f}" for f in extra]], "tfrl.td3"))
-  layers = layer_flags.layer_flags(fv)
-  return flagconfig.build(config_lib.TD3Config, fv=fv, layer_plan=layers.plan(),
-                          reward_aware=layers.reward_aware())
 
 
 class Row:
@@ -90,17 +71,6 @@ class Row:
     while self.run.count() < target:
       self.run.step()
     return time.perf_counter() - started
-
-
-def settings(config) -> dict:
-  """What a peer must match, and how tfrl ran."""
-  from tfrl.envs import protocol as protocol_lib  # pylint: disable=import-outside-toplevel
-  return {"env": config.protocol.env,
-          "env_implementation": protocol_lib.implementation(config.protocol),
-          "hidden_sizes": list(config.hidden_sizes), "batch_size": config.batch_size,
-          "update_every": config.update_every, "updates_per_env_step": 1,
-          "replay_size": config.replay_size, "policy_delay": config.policy_delay,
-          "dense_layer_plan": repr(config.layer_plan)}
 
 
 def measure(rows, steps: int, rounds: int) -> None:
@@ -129,7 +99,7 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   extra = list(_SET.value) + [f"start_steps={_START.value}"]
-  config = td3_config(_PRESET.value, extra)
+  config = td3_preset.td3_config(_PRESET.value, extra)
   variants = [("tfrl", config)]
   if _JIT_ROW.value:
     variants.append(("tfrl_xla", dataclasses.replace(config, jit_compile=True)))
@@ -144,7 +114,7 @@ def main(argv):
         row.run.close()
   result = {"benchmark": "td3_throughput", "preset": _PRESET.value, "set": list(_SET.value),
             "start_steps": _START.value, "warmup": _WARMUP.value,
-            "settings": settings(config), "rows": report(rows),
+            "settings": td3_preset.settings(config), "rows": report(rows),
             "provenance": provenance.provenance()}
   with open(_OUTPUT.value, "w") as f:
     json.dump(result, f, indent=1)

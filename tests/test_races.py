@@ -1,5 +1,5 @@
-"""The races against peer libraries: a busy machine is refused, and the record
-names each side's command, versions, network and settings.
+"""The races against peer libraries (Pong, HalfCheetah ES, TD3): a busy machine is
+refused, and the record names each side's command, versions, network and settings.
 
 Nothing here installs or runs a peer, and nothing is timed: the load average is
 read from a file the test writes (--load_file), and --dry_run writes the record
@@ -28,6 +28,7 @@ from tfrl import networks  # pylint: disable=g-import-not-at-top
 _CORES = os.cpu_count() or 1
 _PONG = os.path.join(_ROOT, "benchmarks", "race_pong.py")
 _MUJOCO = os.path.join(_ROOT, "benchmarks", "race_mujoco.py")
+_TD3 = os.path.join(_ROOT, "benchmarks", "race_td3.py")
 _NO_PEERS = ("--sb3_venv=/nonexistent/sb3", "--sf_venv=/nonexistent/sf")
 
 
@@ -153,6 +154,9 @@ class RaceRefusalTest(absltest.TestCase):
   def test_mujoco_refuses_a_busy_machine(self):
     self._assert_refused(_MUJOCO, "--libraries=tfrl", "--seeds=0")
 
+  def test_td3_refuses_a_busy_machine(self):
+    self._assert_refused(_TD3, "--rows=tfrl", "--rounds=1")
+
 
 class RaceRecordTest(absltest.TestCase):
 
@@ -203,6 +207,35 @@ class RaceRecordTest(absltest.TestCase):
     self.assertIn("centre", record["env_steps_counted"])
     self.assertIn("64x64", record["tfrl_network"])
     self.assertEqual(record["load_average_start"], [0.25, 0.25, 0.25])
+
+  def test_td3_record_has_each_sides_command_versions_and_matched_settings(self):
+    tmp = _tmp(self)
+    output = os.path.join(tmp, "plan.json")
+    peers = ("--sb3_venv=/nonexistent/sb3", "--cleanrl_venv=/nonexistent/cleanrl")
+    done = _race(_TD3, "--dry_run", f"--output={output}",
+                 f"--load_file={_load_file(tmp, 0.25)}", *peers)
+    self.assertEqual(done.returncode, 0, done.stderr[-2000:])
+    with open(output) as f:
+      record = json.load(f)
+    sides = record["sides"]
+    self.assertEqual(sorted(sides), ["cleanrl", "sb3", "tfrl", "tfrl_xla"])
+    for row, side in sides.items():
+      self.assertEqual((side["hidden"], side["batch_size"], side["updates_per_env_step"],
+                        side["device"]), ([256, 256], 256, 1, "cpu"), row)
+    self.assertEqual((record["tfrl_settings"]["hidden_sizes"],
+                      record["tfrl_settings"]["batch_size"]), ([256, 256], 256))
+    self.assertIn("td3_throughput.py --preset=td3_halfcheetah", sides["tfrl"]["command"])
+    self.assertIn("--set=jit_compile=true", sides["tfrl_xla"]["command"])
+    self.assertIn("sb3_td3.py --env=HalfCheetah-v5 --hidden=256,256", sides["sb3"]["command"])
+    self.assertIn("cleanrl/td3_continuous_action.py --env-id HalfCheetah-v4",
+                  sides["cleanrl"]["command"])
+    self.assertTrue(sides["sb3"]["missing"] and sides["cleanrl"]["missing"])
+    self.assertIn("stable-baselines3", sides["sb3"]["versions"])
+    # Peers given another network than the preset trains: refused in one line.
+    done = _race(_TD3, "--dry_run", "--hidden=64,64", f"--output={output}", *peers)
+    self.assertEqual(done.returncode, 1)
+    self.assertIn("trains hidden [256, 256], batch 256; the peers would get --hidden=64,64",
+                  done.stderr.strip().splitlines()[-1])
 
 
 if __name__ == "__main__":

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Creates the race peers' virtualenvs OUTSIDE the repository, each with exact pins:
 #
-#   benchmarks/peers/setup_peers.sh [sb3] [sf] [evotorch]     # default: all three
+#   benchmarks/peers/setup_peers.sh [sb3] [sf] [evotorch] [cleanrl]   # default: all four
 #
 #   PEERS_DIR (default /work/peers): where the venvs go: $PEERS_DIR/sb3, /sf, /evotorch,
-#     the defaults of race_pong.py's --sb3_venv / --sf_venv and race_mujoco.py's
-#     --evotorch_venv.
+#     /cleanrl, the defaults of race_pong.py's --sb3_venv / --sf_venv, race_mujoco.py's
+#     --evotorch_venv and race_td3.py's --sb3_venv / --cleanrl_venv.
+#   CLEANRL_REPO (default https://github.com/vwxyzjn/cleanrl): cloned at CLEANRL_COMMIT
+#     into $PEERS_DIR/cleanrl/src; CleanRL is run from its checkout, as its users run it,
+#     with its own pins (gymnasium 0.29.1, mujoco 2.3.3, numpy 1.26) but the CPU torch
+#     of the other peers instead of its 2.4.1.
 #   PYTHON (default python3.11): the interpreter each venv is made from.
 #
 # The pins are the versions the races ran (benchmarks/results/race_*.json record
@@ -26,11 +30,15 @@ PIP_EXTRA=${PIP_EXTRA:-}
 TORCH="torch==2.13.0"
 
 SB3_PINS=("$TORCH" "stable-baselines3[extra]==2.9.2" "rl_zoo3==2.9.2" "sb3_contrib==2.9.2"
-          "gymnasium==1.4.0" "ale-py==0.12.1" "numpy==2.4.6")
+          "gymnasium[mujoco]==1.4.0" "mujoco==4.0.0" "ale-py==0.12.1" "numpy==2.4.6")
 SF_PINS=("$TORCH" "sample-factory==2.1.1" "gymnasium[atari]==0.29.1" "shimmy==0.2.1"
          "ale-py==0.8.1" "numpy==1.26.4")
 EVOTORCH_PINS=("$TORCH" "evotorch==0.6.1" "gymnasium[mujoco]==1.4.0" "mujoco==4.0.0"
                "ray==2.60.0" "numpy==2.4.6")
+CLEANRL_PINS=("$TORCH" "gymnasium[mujoco]==0.29.1" "mujoco==2.3.3" "numpy==1.26.4"
+              "tyro==0.9.2" "tensorboard==2.20.0")
+CLEANRL_REPO=${CLEANRL_REPO:-https://github.com/vwxyzjn/cleanrl}
+CLEANRL_COMMIT=fe8d8a03
 PONG_ROM_MD5=60e0ea3cbe0913d39803477945e9e5ec
 
 make_venv() {  # NAME PIN...
@@ -44,7 +52,7 @@ make_venv() {  # NAME PIN...
   # shellcheck disable=SC2086
   "$venv/bin/pip" install --disable-pip-version-check -q $PIP_EXTRA "$@"
   echo "$venv ($("$venv/bin/python" --version)):" $("$venv/bin/pip" freeze 2>/dev/null \
-      | grep -iE '^(torch|stable.baselines3|rl.zoo3|sb3.contrib|sample.factory|evotorch|gymnasium|ale.py|shimmy|mujoco|ray|numpy)==')
+      | grep -iE '^(torch|stable.baselines3|rl.zoo3|sb3.contrib|sample.factory|evotorch|gymnasium|ale.py|shimmy|mujoco|ray|numpy|tyro)==')
 }
 
 import_pong_rom() {  # Pong's ROM for ale-py 0.8.1, from the ale-py 0.12.1 wheel
@@ -68,14 +76,23 @@ EOF
   rm -rf "$tmp"
 }
 
+clone_cleanrl() {  # CleanRL's scripts, outside the repository, at the pinned commit
+  local src="$PEERS_DIR/cleanrl/src"
+  [ -d "$src/.git" ] || git clone -q "$CLEANRL_REPO" "$src"
+  git -C "$src" checkout -q "$CLEANRL_COMMIT"
+  echo "$src: cleanrl at $(git -C "$src" rev-parse --short HEAD)"
+}
+
 peers=("$@")
-[ ${#peers[@]} -gt 0 ] || peers=(sb3 sf evotorch)
+[ ${#peers[@]} -gt 0 ] || peers=(sb3 sf evotorch cleanrl)
 mkdir -p "$PEERS_DIR"
 for peer in "${peers[@]}"; do
   case "$peer" in
     sb3) make_venv sb3 "${SB3_PINS[@]}";;
     sf) make_venv sf "${SF_PINS[@]}"; import_pong_rom;;
     evotorch) make_venv evotorch "${EVOTORCH_PINS[@]}";;
-    *) echo "setup_peers.sh: unknown peer '$peer'; peers are sb3, sf, evotorch" >&2; exit 2;;
+    cleanrl) make_venv cleanrl "${CLEANRL_PINS[@]}"; clone_cleanrl;;
+    *) echo "setup_peers.sh: unknown peer '$peer'; peers are sb3, sf, evotorch, cleanrl" >&2
+       exit 2;;
   esac
 done
