@@ -24,7 +24,6 @@ records the load before and after. Prints a table; writes JSON with the
 commit, command, CPU model and date.
 """
 
-import json
 import os
 import re
 import signal
@@ -238,11 +237,11 @@ def main(argv):
     if _KILL_AFTER.value > 0:
       record["recovery"] = recovery_run(gate, os.path.join(workdir, "recovery"))
   except quiet.TooBusy as e:
-    _write(record, os.path.join(workdir, "partial.json"))
+    runs.write_json(record, os.path.join(workdir, "partial.json"))
     print(str(e), file=sys.stderr, flush=True)
     sys.exit(3)
   record["summary"] = summarize(rounds)
-  _write(record, _OUTPUT.value)
+  runs.write_json(record, _OUTPUT.value)
   s = record["summary"]
   print(f"\nGA3C {_PRESET.value} training frames/s, {_ROUNDS.value} interleaved rounds, "
         f"{_SECONDS.value:.0f} s after {_WARMUP.value:.0f} s warm-up")
@@ -259,12 +258,6 @@ def main(argv):
           f"back to {_RECOVERED.value:g}x after "
           f"{_fmt(rec.get('seconds_to_recover'), '.0f')} s")
   print(f"JSON: {_OUTPUT.value}  (runs in {workdir})")
-
-
-def _write(record, path):
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  with open(path, "w") as f:
-    json.dump(record, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -392,15 +392,9 @@ def race(gate, record, workdir):
         result["provenance"] = record["provenance"]
         record["runs"].append(result)
   except quiet.TooBusy as e:
-    write(record, os.path.join(workdir, "partial.json"))
+    runs.write_json(record, os.path.join(workdir, "partial.json"))
     print(str(e), file=sys.stderr, flush=True)
     sys.exit(REFUSED_EXIT)
-
-
-def write(record, path):
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  with open(path, "w") as f:
-    json.dump(record, f, indent=1)
 
 
 def main(argv):
@@ -411,7 +405,7 @@ def main(argv):
   record = new_record(gate, workdir)
   if _DRY_RUN.value:
     record["dry_run"] = True
-    write(record, _OUTPUT.value)
+    runs.write_json(record, _OUTPUT.value)
     print(f"dry run, nothing ran; JSON: {_OUTPUT.value}")
     return
   earlier = appended_to() if _APPEND.value else None
@@ -422,7 +416,7 @@ def main(argv):
     earlier["runs"].extend(record["runs"])
     record = earlier
   print_table(record["runs"])
-  write(record, _OUTPUT.value)
+  runs.write_json(record, _OUTPUT.value)
   path = _CHART.value or os.path.splitext(_OUTPUT.value)[0] + ".png"
   chart(record, path)
   print(f"JSON: {_OUTPUT.value}  chart: {path}  (runs in {workdir})")

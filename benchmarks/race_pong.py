@@ -317,12 +317,6 @@ def appended_to(record):
   return earlier
 
 
-def write(record, path):
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  with open(path, "w") as f:
-    json.dump(record, f, indent=1)
-
-
 def race(gate, record, workdir):
   """The runs; TooBusy leaves what was done in <workdir>/partial.json."""
   try:
@@ -332,7 +326,7 @@ def race(gate, record, workdir):
     if "score" in record["modes"]:
       score_race(gate, workdir, record["sides"], record, record["provenance"])
   except quiet.TooBusy as e:
-    write(record, os.path.join(workdir, "partial.json"))
+    runs.write_json(record, os.path.join(workdir, "partial.json"))
     print(str(e), file=sys.stderr, flush=True)
     sys.exit(REFUSED_EXIT)
 
@@ -345,7 +339,7 @@ def main(argv):
   record = new_record(gate, workdir)
   if _DRY_RUN.value:
     record["dry_run"] = True
-    write(record, _OUTPUT.value)
+    runs.write_json(record, _OUTPUT.value)
     print(f"dry run, nothing ran; JSON: {_OUTPUT.value}")
     return
   earlier = appended_to(record) if _APPEND.value else None
@@ -356,7 +350,7 @@ def main(argv):
     record = earlier
   if "score" in record["modes"]:
     record["score_over_seeds"] = pong_score.over_seeds(record["score"])
-  write(record, _OUTPUT.value)
+  runs.write_json(record, _OUTPUT.value)
   print(f"JSON: {_OUTPUT.value}  (runs in {workdir})")
   if record.get("score"):
     chart = _CHART.value or os.path.splitext(_OUTPUT.value)[0] + ".png"

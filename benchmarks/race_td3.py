@@ -215,7 +215,7 @@ def main(argv):
   missing = [row for row, side in record["sides"].items() if side.get("missing")]
   if _DRY_RUN.value:
     record["dry_run"] = True
-    _write(record, _OUTPUT.value)
+    runs.write_json(record, _OUTPUT.value)
     print(f"dry run, nothing ran; JSON: {_OUTPUT.value}")
     return
   if missing:
@@ -229,11 +229,11 @@ def main(argv):
       for row in _ROWS.value:
         rounds[row].append(run_round(gate, row, os.path.join(workdir, f"{row}_r{r}")))
   except quiet.TooBusy as e:
-    _write(record, os.path.join(workdir, "partial.json"))
+    runs.write_json(record, os.path.join(workdir, "partial.json"))
     print(str(e), file=sys.stderr, flush=True)
     sys.exit(REFUSED_EXIT)
   record["table"] = summarize(rounds)
-  _write(record, _OUTPUT.value)
+  runs.write_json(record, _OUTPUT.value)
   print(f"\nTD3 env steps/s (one update per step), {_ROUNDS.value} interleaved rounds of "
         f"{_STEPS.value} steps after {_START.value} + {_WARMUP.value}")
   print(f"{'row':<10}{'median':>9}{'best':>9}{'x sb3':>8}{'x cleanrl':>11}  rounds")
@@ -243,12 +243,6 @@ def main(argv):
           f"{_fmt(t.get('ratio_to_sb3'), '.2f'):>8}{_fmt(t.get('ratio_to_cleanrl'), '.2f'):>11}  "
           + " ".join(_fmt(x["steps_per_second"], ".0f") for x in rounds[t["row"]]))
   print(f"JSON: {_OUTPUT.value}  (runs in {workdir})")
-
-
-def _write(record, path):
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  with open(path, "w") as f:
-    json.dump(record, f, indent=1)
 
 
 if __name__ == "__main__":

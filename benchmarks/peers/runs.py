@@ -11,6 +11,7 @@ imports a peer.
 - `scalars`: the (wall time, step, value) points of TensorBoard event files, the
   log every library here writes (tfrl, Stable-Baselines3, Sample Factory).
 - `venv_versions`: the versions of a peer venv's packages, for the provenance.
+- `write_json`: a race's record, its folder made if needed.
 """
 
 import dataclasses
@@ -180,6 +181,13 @@ def rate_in_window(points: List[dict], start: float, end: float,
                         / (last["wall_time"] - first["wall_time"]),
           "points": len(inside), "seconds": last["wall_time"] - first["wall_time"],
           "units": (last["step"] - first["step"]) * units_per_step}
+
+
+def write_json(record: dict, path: str) -> None:
+  """Writes `record` as indented JSON at `path`, making its folder."""
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  with open(path, "w") as f:
+    json.dump(record, f, indent=1)
 
 
 def venv_versions(venv: str, packages: Sequence[str]) -> Dict[str, Optional[str]]:
