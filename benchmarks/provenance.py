@@ -29,6 +29,11 @@ def _git(*args) -> str:
     return ""
 
 
+def checkout_commit(path: str) -> Optional[str]:
+  """The commit a git checkout at `path` is at (a peer's sources), or None."""
+  return _git("-C", path, "rev-parse", "HEAD") or None
+
+
 _ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512vbmi", "avx512_bf16",
               "amx_tile", "amx_bf16")
 

@@ -149,18 +149,9 @@ def sides(rows):
       side["versions"] = runs.venv_versions(venv, packages)
       side["missing"] = not os.path.exists(argv[0])
     if row == "cleanrl":
-      side["checkout"] = provenance_of_checkout(os.path.join(_CLEANRL_VENV.value, "src"))
+      side["checkout"] = provenance.checkout_commit(os.path.join(_CLEANRL_VENV.value, "src"))
     out[row] = side
   return out
-
-
-def provenance_of_checkout(path):
-  import subprocess  # pylint: disable=import-outside-toplevel
-  try:
-    return subprocess.run(["git", "-C", path, "rev-parse", "HEAD"], capture_output=True,
-                          text=True, timeout=30).stdout.strip() or None
-  except (OSError, subprocess.SubprocessError):
-    return None
 
 
 def check_preset():
