@@ -7,7 +7,8 @@ imports a peer.
 - `run_for`: one command in a session of its own for a wall-clock budget,
   then Ctrl-C (SIGINT to its process group, as a terminal sends it) and, if
   anything of the session lingers, SIGTERM and SIGKILL to all of it; nothing it
-  started is left behind.
+  started is left behind. `start` and `finish` are its two halves, for runs
+  that go side by side (td3_study.py).
 - `scalars`: the (wall time, step, value) points of TensorBoard event files, the
   log every library here writes (tfrl, Stable-Baselines3, Sample Factory).
 - `venv_versions`: the versions of a peer venv's packages, for the provenance.
@@ -117,6 +118,43 @@ def _stop_session(proc: subprocess.Popen, grace: float) -> str:
   return how
 
 
+@dataclasses.dataclass
+class Session:
+  """A command started by `start`, in a session of its own; `finish` ends it."""
+  command: List[str]
+  start: float
+  proc: subprocess.Popen
+  output: str
+
+  def running(self) -> bool:
+    return self.proc.poll() is None
+
+
+def start(command: Sequence[str], output: str, cwd: Optional[str] = None,
+          env: Optional[Dict[str, str]] = None) -> Session:
+  """Starts `command` in a session of its own (a Ctrl-C of the caller does not
+  reach it), its stdout and stderr to `output`."""
+  os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+  with open(output, "w") as out:
+    started = time.time()
+    proc = subprocess.Popen(list(command), stdout=out, stderr=subprocess.STDOUT, cwd=cwd,
+                            env=env, start_new_session=True, preexec_fn=_default_sigint)
+  return Session(list(command), started, proc, output)
+
+
+def finish(session: Session, stop: bool, grace: float = 180.0) -> Finished:
+  """Ends a started run: with `stop`, Ctrl-C now (then SIGTERM, SIGKILL);
+  otherwise the run has exited and what it started gets 30 s to follow."""
+  proc = session.proc
+  how = "exited"
+  stop_sent = time.time() if stop else None
+  if stop or not _wait_session(proc, 30):
+    how = _stop_session(proc, grace)
+  proc.wait()
+  return Finished(session.command, session.start, stop_sent, time.time(), proc.returncode,
+                  how, session.output)
+
+
 def run_for(command: Sequence[str], seconds: float, output: str, cwd: Optional[str] = None,
             env: Optional[Dict[str, str]] = None, grace: float = 180.0) -> Finished:
   """Runs `command` for `seconds` of wall clock (or until it exits), then stops it.
@@ -124,25 +162,16 @@ def run_for(command: Sequence[str], seconds: float, output: str, cwd: Optional[s
   The run has a session of its own, so a Ctrl-C of the benchmark does not
   reach it: when the benchmark is interrupted, the run is stopped the same
   way before the interruption goes on."""
-  os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-  with open(output, "w") as out:
-    start = time.time()
-    proc = subprocess.Popen(list(command), stdout=out, stderr=subprocess.STDOUT, cwd=cwd,
-                            env=env, start_new_session=True, preexec_fn=_default_sigint)
-    try:
-      proc.wait(timeout=seconds)
-      stop_sent = None
-    except subprocess.TimeoutExpired:
-      stop_sent = time.time()
-    except BaseException:
-      _stop_session(proc, grace=30)
-      raise
-    how = "exited"
-    # Ended by itself: what it started gets 30 s to follow before the signals.
-    if stop_sent is not None or not _wait_session(proc, 30):
-      how = _stop_session(proc, grace)
-    proc.wait()
-  return Finished(list(command), start, stop_sent, time.time(), proc.returncode, how, output)
+  session = start(command, output, cwd=cwd, env=env)
+  try:
+    session.proc.wait(timeout=seconds)
+    timed_out = False
+  except subprocess.TimeoutExpired:
+    timed_out = True
+  except BaseException:
+    _stop_session(session.proc, grace=30)
+    raise
+  return finish(session, stop=timed_out, grace=grace)
 
 
 def scalars(event_dir: str, tags: Sequence[str]) -> List[dict]:

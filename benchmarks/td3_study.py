@@ -1,0 +1,236 @@
+"""TD3 presets over seeds at their full budget: eval return, compression, curves.
+
+  python benchmarks/td3_study.py --presets=td3_halfcheetah,td3_halfcheetah_pruning,\\
+td3_halfcheetah_gst_b64_dst_inputs_c80 --seeds=0,1,2 --parallel=2 \\
+      --workdir=/tmp/tfrl_td3_study --output=benchmarks/results/td3_study_halfcheetah.json
+
+Each preset and seed is one run as a user starts it (`python -m tfrl.td3
+--preset=P --seed=S --logdir=<workdir>/P_sS --checkpoint_every=C`), up to
+`--parallel` at once, each with `--tf_threads` TensorFlow threads
+(TF_NUM_INTRAOP_THREADS, TF_NUM_INTEROP_THREADS; default 1): two such runs on
+2 cores make more env steps per second between them than one run with both
+cores (docs/gst_td3.md). A run's returns against env steps do not depend on
+the machine's load; its minutes do (recorded, a figure only from a quiet
+machine).
+
+A run whose logdir already holds a finished `summary.json` (an earlier
+sitting's) is read, not run again; every run is started with `--resume`, so
+one stopped with Ctrl-C goes on from its checkpoint (and a fresh one starts
+afresh). So a study longer than one sitting is the
+same command again; Ctrl-C stops the runs with their checkpoints.
+
+Per run the JSON keeps its `summary.json` figures (eval return: the mean of
+the preset's 10 deterministic episodes after the last step on an env seeded
+apart from training; the last 10 training episodes' mean; average and final
+compression; stored parameters; compressed policy bytes), its eval curve, its
+flags and minutes; per preset, the mean and spread over seeds, the eval
+return as a percentage of the first preset's (the dense baseline) and the
+average compression in points over every other preset. A chart (tfrl.plot:
+mean and min-max band over seeds, one line per preset) of eval return
+against env steps is drawn from the curves the JSON records.
+"""
+
+import json
+import os
+import statistics
+import sys
+import time
+
+from absl import app
+from absl import flags
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks import provenance  # pylint: disable=g-import-not-at-top
+from benchmarks.peers import runs  # pylint: disable=g-import-not-at-top
+from tfrl import presets  # pylint: disable=g-import-not-at-top
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EVAL_TAG = "eval/return"
+# summary.json's figures kept per run and summed up per preset.
+FIGURES = ("eval_return", "train_return_last10", "average_compression_ratio",
+           "final_compression_ratio", "stored_params", "policy_compressed_bytes",
+           "policy_bytes")
+
+_PRESETS = flags.DEFINE_list("presets", None, "TD3 presets (flags/td3_*.flags); the first "
+                             "is the baseline the others' eval return is compared with.")
+_SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds, one run per preset each.")
+_SET = flags.DEFINE_multi_string("set", [], "Extra flags for every run, without the leading "
+                                 "--, e.g. --set=total_steps=20000 for a short study.")
+_PARALLEL = flags.DEFINE_integer("parallel", 2, "Runs at once.")
+_TF_THREADS = flags.DEFINE_integer("tf_threads", 1, "TensorFlow threads per run (intra- and "
+                                   "inter-op); 0: TensorFlow's default (all cores).")
+_CHECKPOINT_EVERY = flags.DEFINE_integer("checkpoint_every", 100_000, "Env steps between a "
+                                         "run's checkpoints (its replay buffer included).")
+_HOURS = flags.DEFINE_float("hours", 4.0, "A run still going after this long is stopped "
+                            "(Ctrl-C: checkpoint; the next sitting resumes it).")
+_WORKDIR = flags.DEFINE_string("workdir", "/tmp/tfrl_td3_study", "Runs' logdirs.")
+_OUTPUT = flags.DEFINE_string("output", "td3_study.json", "JSON path.")
+_CHART = flags.DEFINE_string("chart", "", "Chart PNG (default: the JSON path with .png).")
+
+
+def logdir(preset: str, seed: int) -> str:
+  return os.path.join(_WORKDIR.value, f"{preset}_s{seed}")
+
+
+def read_summary(path: str):
+  """A run's summary.json, or None when it has none (or a broken one: reported)."""
+  try:
+    with open(os.path.join(path, "summary.json")) as f:
+      return json.load(f)
+  except FileNotFoundError:
+    return None
+  except ValueError as e:
+    raise app.UsageError(f"{path}/summary.json is not readable JSON ({e}); move the run "
+                         "aside or delete it to run it again.") from e
+
+
+def command(preset: str, seed: int):
+  return [sys.executable, "-m", "tfrl.td3", f"--preset={preset}", f"--seed={seed}",
+          f"--logdir={logdir(preset, seed)}", f"--checkpoint_every={_CHECKPOINT_EVERY.value}",
+          # A run stopped in an earlier sitting goes on; without a checkpoint
+          # --resume starts afresh (and says so).
+          "--resume", *[f"--{f}" for f in _SET.value]]
+
+
+def run_all(todo):
+  """Runs `todo` ([(preset, seed)]), `--parallel` at a time; {(preset, seed): how
+  it ended}. Ctrl-C stops every run with its checkpoint, then goes on up."""
+  env = dict(os.environ)
+  if _TF_THREADS.value:
+    env.update(TF_NUM_INTRAOP_THREADS=str(_TF_THREADS.value),
+               TF_NUM_INTEROP_THREADS=str(_TF_THREADS.value))
+  waiting, going, ended = list(todo), {}, {}
+  try:
+    while waiting or going:
+      while waiting and len(going) < _PARALLEL.value:
+        key = waiting.pop(0)
+        cmd = command(*key)
+        print(f"  start {' '.join(cmd)}", flush=True)
+        going[key] = runs.start(cmd, logdir(*key) + ".out", cwd=ROOT, env=env)
+      time.sleep(5)
+      for key, session in list(going.items()):
+        overdue = time.time() - session.start > _HOURS.value * 3600
+        if session.running() and not overdue:
+          continue
+        ended[key] = runs.finish(going.pop(key), stop=overdue)
+        print(f"  {key[0]} seed {key[1]}: {ended[key].how}, exit {ended[key].returncode}",
+              flush=True)
+  except BaseException:
+    for key, session in going.items():
+      ended[key] = runs.finish(session, stop=True)
+    raise
+  return ended
+
+
+def eval_curve(path: str):
+  """[{step, eval_return}] of the run's evaluations (the last value of a step
+  played again after a resume)."""
+  by_step = {p["step"]: p["value"] for p in runs.scalars(path, [EVAL_TAG])}
+  return [{"step": s, "eval_return": v} for s, v in sorted(by_step.items())]
+
+
+def run_record(preset: str, seed: int, ended) -> dict:
+  path = logdir(preset, seed)
+  summary = read_summary(path) or {}
+  run = {"preset": preset, "seed": seed, "logdir": path,
+         "command": " ".join(command(preset, seed)),
+         "completed": bool(summary.get("completed")),
+         "minutes": summary["wall_seconds"] / 60 if "wall_seconds" in summary else None,
+         "env_steps": summary.get("env_steps"), "curve": eval_curve(path)}
+  run.update({k: summary.get(k) for k in FIGURES})
+  if ended is not None:
+    run["stopped"] = ended.how
+    if ended.returncode not in (0, None) or not summary:
+      run["error"] = ended.tail()
+  try:
+    with open(os.path.join(path, "flags.txt")) as f:
+      run["flags"] = f.read().split()
+  except OSError:
+    pass
+  return run
+
+
+def spread(values):
+  values = [v for v in values if v is not None]
+  if not values:
+    return None
+  return {"mean": statistics.fmean(values), "std": statistics.pstdev(values),
+          "min": min(values), "max": max(values), "seeds": len(values)}
+
+
+def summarize(record) -> dict:
+  """Per preset: each figure's spread over its completed runs; eval as % of the
+  first preset's; average compression in points over each other preset."""
+  out = {}
+  for preset in record["presets"]:
+    done = [r for r in record["runs"] if r["preset"] == preset and r["completed"]]
+    out[preset] = {k: spread([r[k] for r in done]) for k in FIGURES}
+    out[preset]["seeds"] = sorted(r["seed"] for r in done)
+  base = out[record["presets"][0]]["eval_return"]
+  for preset, s in out.items():
+    if s["eval_return"] and base:
+      s["eval_pct_of_baseline"] = 100 * s["eval_return"]["mean"] / base["mean"]
+    mine = s["average_compression_ratio"]
+    s["compression_points_over"] = {
+        other: 100 * (mine["mean"] - o["average_compression_ratio"]["mean"])
+        for other, o in out.items()
+        if other != preset and mine and o["average_compression_ratio"]}
+  return out
+
+
+def chart(record, path: str) -> list:
+  """tfrl.plot of every completed run's eval curve (CSV in the workdir), one
+  label per preset; the runs drawn."""
+  drawn = [r for r in record["runs"] if r["completed"] and r["curve"]]
+  cmd = [sys.executable, "-m", "tfrl.plot", f"--out={path}", "--x=frames", "--band=minmax",
+         f"--tag={EVAL_TAG}", "--ylabel=eval return (10 episodes)"]
+  for r in drawn:
+    csv_path = logdir(r["preset"], r["seed"]) + "_eval.csv"
+    with open(csv_path, "w") as f:
+      f.write(f"step,seconds,{EVAL_TAG}\n")
+      f.writelines(f"{p['step']},0,{p['eval_return']!r}\n" for p in r["curve"])
+    cmd += [f"--logdir={csv_path}", f"--label={r['preset']}"]
+  if not drawn:
+    return []
+  done = runs.run_for(cmd, 600, os.path.join(_WORKDIR.value, "chart.out"), cwd=ROOT)
+  return [[r["preset"], r["seed"]] for r in drawn] if done.returncode == 0 else []
+
+
+def main(argv):
+  del argv
+  if not _PRESETS.value or not _SEEDS.value or _PARALLEL.value < 1 or _TF_THREADS.value < 0:
+    raise app.UsageError("--presets (TD3 presets), --seeds, --parallel >= 1 and "
+                         "--tf_threads >= 0 are needed.")
+  known = presets.names("tfrl.td3")
+  bad = [p for p in _PRESETS.value if p not in known]
+  if bad:
+    raise app.UsageError(f"--presets: {', '.join(bad)} not TD3 presets; they are: "
+                         f"{', '.join(known)}.")
+  try:
+    seeds = [int(s) for s in _SEEDS.value]
+  except ValueError as e:
+    raise app.UsageError(f"--seeds must be integers: {e}") from None
+  os.makedirs(_WORKDIR.value, exist_ok=True)
+  keys = [(p, s) for s in seeds for p in _PRESETS.value]
+  todo = [k for k in keys if not (read_summary(logdir(*k)) or {}).get("completed")]
+  print(f"{len(keys) - len(todo)} runs finished earlier; {len(todo)} to run", flush=True)
+  ended = run_all(todo)
+  record = {"provenance": provenance.provenance(), "presets": _PRESETS.value,
+            "seeds": seeds, "set": _SET.value, "parallel": _PARALLEL.value,
+            "tf_threads": _TF_THREADS.value,
+            "runs": [run_record(p, s, ended.get((p, s))) for p, s in keys]}
+  record["summary"] = summarize(record)
+  path = _CHART.value or os.path.splitext(_OUTPUT.value)[0] + ".png"
+  record["chart_runs"] = chart(record, path)
+  runs.write_json(record, _OUTPUT.value)
+  for preset, s in record["summary"].items():
+    e, c = s["eval_return"], s["average_compression_ratio"]
+    print(f"{preset}: seeds {s['seeds']}; eval "
+          + (f"{e['mean']:,.0f} ({e['min']:,.0f}-{e['max']:,.0f})" if e else "-")
+          + (f"; avg compression {100 * c['mean']:.1f}%" if c else ""))
+  print(f"JSON: {_OUTPUT.value}  chart: {path}")
+
+
+if __name__ == "__main__":
+  app.run(main)

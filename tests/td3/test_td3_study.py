@@ -1,0 +1,74 @@
+"""benchmarks/td3_study.py on short Pendulum runs: two seeds side by side, each
+run's figures and eval curve as its own summary.json and TensorBoard log say,
+the spread over seeds, the chart, and a second sitting that reads the
+finished runs instead of running them again."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from absl.testing import absltest
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_SHORT = ["--set=total_steps=600", "--set=start_steps=200", "--set=eval_every=300",
+          "--set=eval_episodes=1", "--set=log_every=300"]
+
+
+def _run(*args):
+  return subprocess.run([sys.executable, "benchmarks/td3_study.py", *args], cwd=_ROOT,
+                        capture_output=True, text=True, timeout=900)
+
+
+class TD3StudyTest(absltest.TestCase):
+
+  def test_two_seeds_side_by_side_then_read_again(self):
+    with tempfile.TemporaryDirectory() as tmp:
+      output = os.path.join(tmp, "study.json")
+      args = ["--presets=td3_pendulum", "--seeds=0,1", "--parallel=2", f"--workdir={tmp}",
+              f"--output={output}", *_SHORT]
+      done = _run(*args)
+      self.assertEqual(done.returncode, 0, done.stderr[-3000:])
+      self.assertIn("0 runs finished earlier; 2 to run", done.stdout)
+      with open(output) as f:
+        record = json.load(f)
+      self.assertLen(record["runs"], 2)
+      for run in record["runs"]:
+        with open(os.path.join(run["logdir"], "summary.json")) as f:
+          summary = json.load(f)
+        self.assertTrue(run["completed"])
+        self.assertEqual(run["env_steps"], 600)
+        self.assertEqual(run["eval_return"], summary["eval_return"])
+        self.assertEqual(run["policy_compressed_bytes"], summary["policy_compressed_bytes"])
+        # Evaluations at 300 and 600 steps; the last is the summary's.
+        self.assertEqual([p["step"] for p in run["curve"]], [300, 600])
+        self.assertAlmostEqual(run["curve"][-1]["eval_return"], summary["eval_return"], places=3)
+        self.assertIn("--resume", run["command"])
+        self.assertIn("--total_steps=600", run["flags"])
+      seeds = record["summary"]["td3_pendulum"]
+      self.assertEqual(seeds["seeds"], [0, 1])
+      returns = [r["eval_return"] for r in record["runs"]]
+      self.assertAlmostEqual(seeds["eval_return"]["mean"], sum(returns) / 2, places=3)
+      self.assertEqual(seeds["eval_return"]["min"], min(returns))
+      self.assertAlmostEqual(seeds["eval_pct_of_baseline"], 100.0)
+      self.assertLen(record["chart_runs"], 2)
+      self.assertGreater(os.path.getsize(os.path.join(tmp, "study.png")), 0)
+      # Each run's output went to its own file.
+      with open(os.path.join(tmp, "td3_pendulum_s0.out")) as f:
+        self.assertIn("step 600", f.read())
+
+      again = _run(*args)
+      self.assertEqual(again.returncode, 0, again.stderr[-3000:])
+      self.assertIn("2 runs finished earlier; 0 to run", again.stdout)
+      with open(output) as f:
+        self.assertEqual([r["eval_return"] for r in json.load(f)["runs"]], returns)
+
+  def test_refuses_what_is_not_a_td3_preset(self):
+    done = _run("--presets=ga_pong", "--seeds=0")
+    self.assertNotEqual(done.returncode, 0)
+    self.assertIn("ga_pong not TD3 presets", done.stderr)
+
+
+if __name__ == "__main__":
+  absltest.main()
