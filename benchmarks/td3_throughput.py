@@ -13,8 +13,8 @@ env steps then `update_every` updates, i.e. one update per env step, the
 ratio of the presets, SB3's and CleanRL's TD3. Evaluation, logging,
 checkpoints and summaries are off (the run's `step()` without the skeleton).
 
-Rows: `tfrl` (the preset plus `--set` flags), and with `--jit_row` the same
-with `--jit_compile` (XLA). Rounds are interleaved: each round times every
+Rows: `tfrl` (the preset plus `--set` flags), with `--jit_row` the same
+with `--jit_compile` (XLA), and one row per `--compare` preset (same `--set`). Rounds are interleaved: each round times every
 row once, so a slow minute hits all rows. The table gives each row's median
 and best round; the JSON holds every round, the settings a peer must match
 (env, hidden sizes, batch size, update_every) and `provenance`. Peers (SB3,
@@ -47,6 +47,9 @@ _WARMUP = flags.DEFINE_integer("warmup", 1000, "Untimed steps with updates after
 _STEPS = flags.DEFINE_integer("steps", 5000, "Timed env steps per row and round.")
 _ROUNDS = flags.DEFINE_integer("rounds", 3, "Interleaved rounds over all rows.")
 _JIT_ROW = flags.DEFINE_bool("jit_row", False, "Add a row with --jit_compile (XLA).")
+_COMPARE = flags.DEFINE_list("compare", [], "More TD3 presets, a row each with the same "
+                             "--set, named by the preset (e.g. the pruning and GST presets "
+                             "of --preset's env: what their layers cost per training step).")
 _OUTPUT = flags.DEFINE_string("output", "td3_throughput.json", "JSON of the results.")
 
 
@@ -84,14 +87,16 @@ def measure(rows, steps: int, rounds: int) -> None:
 
 def report(rows) -> list:
   out = []
-  print(f"\n{'row':<8} {'median steps/s':>15} {'best':>8} {'1M steps at median':>20}")
+  width = max(8, *(len(row.name) for row in rows))
+  print(f"\n{'row':<{width}} {'median steps/s':>15} {'best':>8} {'1M steps at median':>20}")
   for row in rows:
     rates = [r["steps_per_second"] for r in row.rounds]
     median = statistics.median(rates)
     out.append({"row": row.name, "jit_compile": row.config.jit_compile,
                 "median_steps_per_second": median, "best_steps_per_second": max(rates),
                 "hours_to_1m_steps_at_median": 1e6 / median / 3600, "rounds": row.rounds})
-    print(f"{row.name:<8} {median:15.1f} {max(rates):8.1f} {1e6 / median / 3600:18.2f} h")
+    print(f"{row.name:<{width}} {median:15.1f} {max(rates):8.1f} "
+          f"{1e6 / median / 3600:18.2f} h")
   return out
 
 
@@ -103,6 +108,7 @@ def main(argv):
   variants = [("tfrl", config)]
   if _JIT_ROW.value:
     variants.append(("tfrl_xla", dataclasses.replace(config, jit_compile=True)))
+  variants += [(p, td3_preset.td3_config(p, extra)) for p in _COMPARE.value]
   with tempfile.TemporaryDirectory() as root:
     rows = [Row(name, c, os.path.join(root, name)) for name, c in variants]
     try:
@@ -113,6 +119,7 @@ def main(argv):
       for row in rows:
         row.run.close()
   result = {"benchmark": "td3_throughput", "preset": _PRESET.value, "set": list(_SET.value),
+            "compare": list(_COMPARE.value),
             "start_steps": _START.value, "warmup": _WARMUP.value,
             "settings": td3_preset.settings(config), "rows": report(rows),
             "provenance": provenance.provenance()}
