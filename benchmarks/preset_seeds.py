@@ -123,22 +123,14 @@ def evaluate(logdir, seed, protocol):
           "scores": scores, "command": " ".join(cmd)}
 
 
-def spread(values):
-  values = [v for v in values if v is not None]
-  if not values:
-    return None
-  return {"mean": statistics.fmean(values), "std": statistics.pstdev(values),
-          "min": min(values), "max": max(values), "seeds": len(values)}
-
-
 def summary(record):
   """Mean and spread over seeds: final elite per protocol, in-run elite at the end."""
   seeds = record["runs"]
-  out = {"final_elite_" + p: spread([r["eval"][p].get("mean") for r in seeds])
+  out = {"final_elite_" + p: runs.spread([r["eval"][p].get("mean") for r in seeds])
          for p in PROTOCOLS}
-  out["in_run_elite_last"] = spread([r["curve"][-1].get("elite") if r["curve"] else None
-                                     for r in seeds])
-  out["frames"] = spread([r["frames"] for r in seeds])
+  out["in_run_elite_last"] = runs.spread([r["curve"][-1].get("elite") if r["curve"] else None
+                                          for r in seeds])
+  out["frames"] = runs.spread([r["frames"] for r in seeds])
   return out
 
 

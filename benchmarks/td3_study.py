@@ -32,7 +32,6 @@ against env steps is drawn from the curves the JSON records.
 
 import json
 import os
-import statistics
 import sys
 import time
 
@@ -151,21 +150,13 @@ def run_record(preset: str, seed: int, ended) -> dict:
   return run
 
 
-def spread(values):
-  values = [v for v in values if v is not None]
-  if not values:
-    return None
-  return {"mean": statistics.fmean(values), "std": statistics.pstdev(values),
-          "min": min(values), "max": max(values), "seeds": len(values)}
-
-
 def summarize(record) -> dict:
   """Per preset: each figure's spread over its completed runs; eval as % of the
   first preset's; average compression in points over each other preset."""
   out = {}
   for preset in record["presets"]:
     done = [r for r in record["runs"] if r["preset"] == preset and r["completed"]]
-    out[preset] = {k: spread([r[k] for r in done]) for k in FIGURES}
+    out[preset] = {k: runs.spread([r[k] for r in done]) for k in FIGURES}
     out[preset]["seeds"] = sorted(r["seed"] for r in done)
   base = out[record["presets"][0]]["eval_return"]
   for preset, s in out.items():

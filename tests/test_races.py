@@ -23,6 +23,7 @@ sys.path.insert(0, _ROOT)
 from benchmarks.peers import evotorch_pgpe  # pylint: disable=g-import-not-at-top
 from benchmarks.peers import pong_rows  # pylint: disable=g-import-not-at-top
 from benchmarks.peers import quiet  # pylint: disable=g-import-not-at-top
+from tests import load_average  # pylint: disable=g-import-not-at-top
 from tfrl import networks  # pylint: disable=g-import-not-at-top
 
 _CORES = os.cpu_count() or 1
@@ -30,13 +31,6 @@ _PONG = os.path.join(_ROOT, "benchmarks", "race_pong.py")
 _MUJOCO = os.path.join(_ROOT, "benchmarks", "race_mujoco.py")
 _TD3 = os.path.join(_ROOT, "benchmarks", "race_td3.py")
 _NO_PEERS = ("--sb3_venv=/nonexistent/sb3", "--sf_venv=/nonexistent/sf")
-
-
-def _load_file(directory, one_minute):
-  path = os.path.join(directory, "loadavg")
-  with open(path, "w") as f:
-    f.write(f"{one_minute:.2f} {one_minute:.2f} {one_minute:.2f} 1/100 4242\n")
-  return path
 
 
 def _tmp(test):
@@ -56,20 +50,20 @@ class QuietGateTest(absltest.TestCase):
 
   def test_waits_for_the_load_to_fall_then_records_it(self):
     directory = _tmp(self)
-    path = _load_file(directory, 3.0 * _CORES)
+    path = load_average.write(directory, 3.0 * _CORES)
     gate = quiet.Gate(path, 0.5, settle_seconds=60)
     now = [0.0]
 
     def sleep(seconds):  # the load falls while the gate waits
       now[0] += seconds
-      _load_file(directory, 0.1 * _CORES)
+      load_average.write(directory, 0.1 * _CORES)
 
     record = quiet.before_run("a run", gate, sleep=sleep, clock=lambda: now[0])
     self.assertAlmostEqual(record["load_average_start"][0], 0.1 * _CORES, places=2)
     self.assertEqual(record["waited_for_quiet_seconds"], 5.0)
 
   def test_refuses_when_the_load_stays_high(self):
-    path = _load_file(_tmp(self), 0.6 * _CORES)
+    path = load_average.write(_tmp(self), 0.6 * _CORES)
     now = [0.0]
 
     def sleep(seconds):
@@ -140,7 +134,7 @@ class RaceRefusalTest(absltest.TestCase):
     workdir, output = os.path.join(tmp, "runs"), os.path.join(tmp, "race.json")
     os.makedirs(workdir)
     done = _race(script, *args, "--settle_seconds=0",
-                 f"--load_file={_load_file(tmp, 2.0 * _CORES)}", f"--workdir={workdir}",
+                 f"--load_file={load_average.write(tmp, 2.0 * _CORES)}", f"--workdir={workdir}",
                  f"--output={output}")
     self.assertEqual(done.returncode, 3, done.stderr[-2000:])
     last = done.stderr.strip().splitlines()[-1]
@@ -164,7 +158,7 @@ class RaceRecordTest(absltest.TestCase):
     tmp = _tmp(self)
     output = os.path.join(tmp, "plan.json")
     done = _race(_PONG, "--dry_run", "--modes=throughput,score", f"--output={output}",
-                 f"--load_file={_load_file(tmp, 0.25)}", *_NO_PEERS)
+                 f"--load_file={load_average.write(tmp, 0.25)}", *_NO_PEERS)
     self.assertEqual(done.returncode, 0, done.stderr[-2000:])
     with open(output) as f:
       record = json.load(f)
@@ -193,7 +187,7 @@ class RaceRecordTest(absltest.TestCase):
     output = os.path.join(tmp, "plan.json")
     done = _race(_MUJOCO, "--dry_run", "--evotorch_configs=mlp,linear",
                  "--evotorch_venv=/nonexistent/evotorch", f"--output={output}",
-                 f"--load_file={_load_file(tmp, 0.25)}")
+                 f"--load_file={load_average.write(tmp, 0.25)}")
     self.assertEqual(done.returncode, 0, done.stderr[-2000:])
     with open(output) as f:
       record = json.load(f)
@@ -213,7 +207,7 @@ class RaceRecordTest(absltest.TestCase):
     output = os.path.join(tmp, "plan.json")
     peers = ("--sb3_venv=/nonexistent/sb3", "--cleanrl_venv=/nonexistent/cleanrl")
     done = _race(_TD3, "--dry_run", f"--output={output}",
-                 f"--load_file={_load_file(tmp, 0.25)}", *peers)
+                 f"--load_file={load_average.write(tmp, 0.25)}", *peers)
     self.assertEqual(done.returncode, 0, done.stderr[-2000:])
     with open(output) as f:
       record = json.load(f)

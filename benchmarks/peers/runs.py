@@ -13,6 +13,7 @@ imports a peer.
   log every library here writes (tfrl, Stable-Baselines3, Sample Factory).
 - `venv_versions`: the versions of a peer venv's packages, for the provenance.
 - `write_json`: a race's record, its folder made if needed.
+- `spread`: mean and spread over seeds.
 """
 
 import dataclasses
@@ -20,6 +21,7 @@ import glob
 import json
 import os
 import signal
+import statistics
 import subprocess
 import time
 from typing import Dict, List, Optional, Sequence
@@ -248,3 +250,13 @@ def rolling_mean(values: Sequence[float], window: int) -> List[float]:
       total -= values[i - window]
     out.append(total / min(i + 1, window))
   return out
+
+
+def spread(values) -> Optional[dict]:
+  """Mean, population std, min, max and count of `values` (None entries left
+  out); None when none is left."""
+  values = [v for v in values if v is not None]
+  if not values:
+    return None
+  return {"mean": statistics.fmean(values), "std": statistics.pstdev(values),
+          "min": min(values), "max": max(values), "seeds": len(values)}

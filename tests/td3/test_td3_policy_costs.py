@@ -12,18 +12,14 @@ import tempfile
 from absl.testing import absltest
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, _ROOT)
+
+from tests import load_average  # pylint: disable=g-import-not-at-top
 
 
 def _costs(*args):
   return subprocess.run([sys.executable, "benchmarks/td3_policy_costs.py", *args], cwd=_ROOT,
                         capture_output=True, text=True, timeout=600)
-
-
-def _load_file(directory, one_minute):
-  path = os.path.join(directory, "loadavg")
-  with open(path, "w") as f:
-    f.write(f"{one_minute:.2f} {one_minute:.2f} {one_minute:.2f} 1/100 4242\n")
-  return path
 
 
 def _bytes(path):
@@ -53,7 +49,7 @@ class TD3PolicyCostsTest(absltest.TestCase):
   def test_bytes_and_the_same_actions(self):
     output = os.path.join(self._tmp.name, "costs.json")
     done = _costs(f"--logdirs={self.run_dir}", "--rounds=1", "--calls=20", "--warmup=5",
-                  f"--load_file={_load_file(self._tmp.name, 0.0)}", f"--output={output}")
+                  f"--load_file={load_average.write(self._tmp.name, 0.0)}", f"--output={output}")
     self.assertEqual(done.returncode, 0, done.stderr[-3000:])
     with open(output) as f:
       record = json.load(f)
@@ -72,7 +68,7 @@ class TD3PolicyCostsTest(absltest.TestCase):
 
   def test_refuses_a_busy_machine_and_a_run_without_policies(self):
     busy = _costs(f"--logdirs={self.run_dir}", "--settle_seconds=0",
-                  f"--load_file={_load_file(self._tmp.name, 64.0)}",
+                  f"--load_file={load_average.write(self._tmp.name, 64.0)}",
                   f"--output={os.path.join(self._tmp.name, 'busy.json')}")
     self.assertNotEqual(busy.returncode, 0)
     self.assertIn("refused: round 0 not run", busy.stderr)
