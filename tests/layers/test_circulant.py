@@ -50,6 +50,15 @@ class BlockCirculantDenseTest(tf.test.TestCase, parameterized.TestCase):
     expected = np.array([[1, 2, 3, 4], [4, 1, 2, 3], [3, 4, 1, 2], [2, 3, 4, 1]], np.float32)
     self.assertAllClose(layer.to_dense(), expected)
 
+  @parameterized.named_parameters(("padded", 10, 13, 4), ("b64", 128, 70, 64))
+  def test_to_dense_is_the_kernel_of_kernel_index(self, fan_in, units, b):
+    # The reference: the kernel read out of the vectors entry by entry in NumPy.
+    layer = tl.BlockCirculantDense(units, b, method="matmul")
+    layer(tf.zeros([1, fan_in]))
+    vectors = layer.vectors.numpy()
+    expected = vectors.reshape(-1)[tl.circulant.kernel_index(fan_in, units, b)]
+    self.assertAllEqual(layer.to_dense(), expected)
+
   @parameterized.parameters(4, 8, 16, 32, 64)
   def test_parameter_count(self, b):
     layer = tl.BlockCirculantDense(256, b)
