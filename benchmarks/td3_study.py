@@ -17,7 +17,8 @@ A run whose logdir already holds a finished `summary.json` (an earlier
 sitting's) is read, not run again; every run is started with `--resume`, so
 one stopped with Ctrl-C goes on from its checkpoint (and a fresh one starts
 afresh). So a study longer than one sitting is the
-same command again; Ctrl-C stops the runs with their checkpoints.
+same command again; Ctrl-C stops the runs with their checkpoints; `--collect`
+writes the JSON and chart of the runs finished so far without starting any.
 
 Per run the JSON keeps its `summary.json` figures (eval return: the mean of
 the preset's 10 deterministic episodes after the last step on an env seeded
@@ -66,6 +67,8 @@ _HOURS = flags.DEFINE_float("hours", 4.0, "A run still going after this long is 
 _WORKDIR = flags.DEFINE_string("workdir", "/tmp/tfrl_td3_study", "Runs' logdirs.")
 _OUTPUT = flags.DEFINE_string("output", "td3_study.json", "JSON path.")
 _CHART = flags.DEFINE_string("chart", "", "Chart PNG (default: the JSON path with .png).")
+_COLLECT = flags.DEFINE_bool("collect", False, "Start no run: the JSON and chart of the runs "
+                             "finished so far (the rest are listed, not completed).")
 
 
 def logdir(preset: str, seed: int) -> str:
@@ -205,11 +208,12 @@ def main(argv):
   os.makedirs(_WORKDIR.value, exist_ok=True)
   keys = [(p, s) for s in seeds for p in _PRESETS.value]
   todo = [k for k in keys if not (read_summary(logdir(*k)) or {}).get("completed")]
-  print(f"{len(keys) - len(todo)} runs finished earlier; {len(todo)} to run", flush=True)
-  ended = run_all(todo)
+  print(f"{len(keys) - len(todo)} runs finished earlier; "
+        f"{len(todo)} {'not finished (--collect)' if _COLLECT.value else 'to run'}", flush=True)
+  ended = {} if _COLLECT.value else run_all(todo)
   record = {"provenance": provenance.provenance(), "presets": _PRESETS.value,
             "seeds": seeds, "set": _SET.value, "parallel": _PARALLEL.value,
-            "tf_threads": _TF_THREADS.value,
+            "tf_threads": _TF_THREADS.value, "collect_only": _COLLECT.value,
             "runs": [run_record(p, s, ended.get((p, s))) for p, s in keys]}
   record["summary"] = summarize(record)
   path = _CHART.value or os.path.splitext(_OUTPUT.value)[0] + ".png"

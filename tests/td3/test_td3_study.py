@@ -58,6 +58,17 @@ class TD3StudyTest(absltest.TestCase):
       with open(os.path.join(tmp, "td3_pendulum_s0.out")) as f:
         self.assertIn("step 600", f.read())
 
+      # --collect with a third seed: that run is listed, not started.
+      collected = _run(*[a for a in args if not a.startswith("--seeds")], "--seeds=0,1,2",
+                       "--collect")
+      self.assertEqual(collected.returncode, 0, collected.stderr[-3000:])
+      self.assertIn("2 runs finished earlier; 1 not finished (--collect)", collected.stdout)
+      self.assertFalse(os.path.exists(os.path.join(tmp, "td3_pendulum_s2")))
+      with open(output) as f:
+        record = json.load(f)
+      self.assertEqual([r["completed"] for r in record["runs"]], [True, True, False])
+      self.assertEqual(record["summary"]["td3_pendulum"]["seeds"], [0, 1])
+
       again = _run(*args)
       self.assertEqual(again.returncode, 0, again.stderr[-3000:])
       self.assertIn("2 runs finished earlier; 0 to run", again.stdout)
