@@ -37,6 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks import provenance  # pylint: disable=g-import-not-at-top
 from benchmarks.peers import quiet  # pylint: disable=g-import-not-at-top
 from benchmarks.peers import runs  # pylint: disable=g-import-not-at-top
+from tfrl.td3 import loop  # pylint: disable=g-import-not-at-top
 
 POLICIES = ("policy", "policy_compressed")
 
@@ -49,10 +50,6 @@ _CHECK_OBS = flags.DEFINE_integer("check_obs", 256, "Observations on which the t
                                   "policies of a run are compared.")
 _OUTPUT = flags.DEFINE_string("output", "td3_policy_costs.json", "JSON of the results.")
 _LOAD_FILE, _MAX_LOAD, _SETTLE = quiet.define_gate_flags()
-
-
-def dir_bytes(path: str) -> int:
-  return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
 
 
 class Policy:
@@ -96,9 +93,9 @@ def main(argv):
     for policy in (live, packed):
       policy.time_calls(_WARMUP.value)
       rows.append({"run": os.path.basename(os.path.normpath(logdir)), "logdir": os.path.abspath(logdir),
-                   "policy": policy.kind, "variables_bytes": dir_bytes(
+                   "policy": policy.kind, "variables_bytes": loop.dir_bytes(
                        os.path.join(policy.path, "variables")),
-                   "savedmodel_bytes": dir_bytes(policy.path),
+                   "savedmodel_bytes": loop.dir_bytes(policy.path),
                    "max_action_difference_to_other": diff, "_policy": policy})
   loads = []
   for r in range(_ROUNDS.value):

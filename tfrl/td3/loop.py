@@ -69,7 +69,8 @@ def evaluate(act, env, episodes: int, seed: int) -> float:
   return float(np.mean(scores))
 
 
-def _dir_bytes(path):
+def dir_bytes(path: str) -> int:
+  """Bytes of the files under `path` (a policy's weights on disk)."""
   return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
 
 
@@ -88,8 +89,8 @@ def export_policies(learner: learner_lib.TD3Learner, plan, export_dir: str,
   packed_dir = export_lib.export_policy(networks.DeterministicPolicy(copy), spec,
                                         os.path.join(export_dir, "policy_compressed"),
                                         env_protocol)
-  return {"policy_bytes": _dir_bytes(os.path.join(live_dir, "variables")),
-          "policy_compressed_bytes": _dir_bytes(os.path.join(packed_dir, "variables"))}
+  return {"policy_bytes": dir_bytes(os.path.join(live_dir, "variables")),
+          "policy_compressed_bytes": dir_bytes(os.path.join(packed_dir, "variables"))}
 
 
 def identity(config: config_lib.TD3Config, learner: learner_lib.TD3Learner) -> dict:
