@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Long run: GA3C on Pong, then the score curve as CSV + JSON.
 #
-#   benchmarks/ga3c_pong.sh [LOGDIR] [SECONDS] [extra flags...]
+#   [PRESET=ga3c_pong_a3c] benchmarks/ga3c_pong.sh [LOGDIR] [SECONDS] [extra flags...]
 #
-# Defaults: LOGDIR=/tmp/tfrl_ga3c_pong, SECONDS=10800 (3 hours). Resumes if
+# Defaults: PRESET=ga3c_pong (flags/PRESET.flags), LOGDIR=/tmp/tfrl_ga3c_pong,
+# SECONDS=10800 (3 hours). Resumes if
 # LOGDIR has a checkpoint. Writes LOGDIR/score_curve.csv and
 # LOGDIR/score_curve.json ({"provenance": commit, command, CPU, cores and
 # date, taken when the run or its latest resume starts; "curve": frames, wall
@@ -15,14 +16,15 @@ cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python}"
 LOGDIR="${1:-/tmp/tfrl_ga3c_pong}"
 SECONDS_BUDGET="${2:-10800}"
+PRESET="${PRESET:-ga3c_pong}"
 shift 2 2>/dev/null || shift $#
 RESUME=""
 if [ -f "$LOGDIR/checkpoints/checkpoint" ]; then RESUME="--resume"; fi
 mkdir -p "$LOGDIR"
-COMMAND="benchmarks/ga3c_pong.sh $LOGDIR $SECONDS_BUDGET${*:+ $*}"
+COMMAND="PRESET=$PRESET benchmarks/ga3c_pong.sh $LOGDIR $SECONDS_BUDGET${*:+ $*}"
 "$PYTHON" benchmarks/provenance.py "$COMMAND" > "$LOGDIR/provenance.json" 2>/dev/null
 
-"$PYTHON" -m tfrl.ga3c --flagfile=flags/ga3c_pong.flags --logdir="$LOGDIR" \
+"$PYTHON" -m tfrl.ga3c --flagfile="flags/$PRESET.flags" --logdir="$LOGDIR" \
   --max_seconds="$SECONDS_BUDGET" $RESUME "$@" &
 PID=$!
 trap 'kill -TERM $PID 2>/dev/null' INT TERM

@@ -122,9 +122,10 @@ def _sb3_settings(algo: str, extractor: bool) -> dict:
 
 
 ROWS: Dict[str, Row] = {
-    "tfrl": Row("tfrl", None, GA3C_CNN, 1, {
-        "preset": "flags/ga3c_pong.flags (8 agents x 4 envs, batches 80-160, t_max 5, "
-                  "RMSProp 7e-4)"}),
+    "tfrl": Row("tfrl", None, GA3C_CNN, 4, {
+        "preset": "flags/ga3c_pong.flags (the appo learner: 8 agents x 4 envs, segments "
+                  "of 32 steps, batches of 1,024 samples, 4 epochs x 4 minibatches, "
+                  "Adam 5e-4)"}),
     "sb3_ppo": Row("sb3_ppo", "sb3", NATURE_CNN, 4, _sb3_settings("ppo", False)),
     "sb3_a2c": Row("sb3_a2c", "sb3", NATURE_CNN, 1, _sb3_settings("a2c", False)),
     "sb3_ppo_ga3c_cnn": Row("sb3_ppo_ga3c_cnn", "sb3", GA3C_CNN, 4, _sb3_settings("ppo", True)),
