@@ -1,16 +1,18 @@
 """GA3C's training frames/s with Ray runners next to local agents, interleaved.
 
     python benchmarks/ga3c_remote_throughput.py --preset=ga3c_pong_appo_v4 \
-        --rounds=3 --seconds=120 --warmup=60 \
+        --runner_agents=8 --rounds=3 --seconds=120 --warmup=60 \
         --output=benchmarks/results/ga3c_remote_throughput_<machine>.json
 
-Each round runs the preset through the CLI (`python -m tfrl.ga3c`) twice, in
-alternating order: `local` (the preset's agents in the learner's process) and
-`remote` (`--agents=0 --max_agents=A --ray_address=local --ray_runners=N
---ray_runner_cpus=C`: only Ray actors play, each with A agents' slots, Ray
-on 127.0.0.1; by default as many env slots in all as the preset's local run). A run's
-frames/s is the growth of its frame count (the TensorBoard stats' step)
-between the first and the last stats point of the window after the warm-up.
+Each round runs the preset through the CLI (`python -m tfrl.ga3c`) once per
+mode of `--modes`, in rotating order: `local` (the preset's agents in the
+learner's process), `remote` (`--agents=0 --max_agents=A --ray_address=local
+--ray_runners=N --ray_runner_cpus=C`: only Ray actors play, each with A
+agents' slots, Ray on 127.0.0.1) and `local_matched` (local with N x A agents:
+as many env slots as the remote run, so that a remote lead from more slots
+shows). A run's frames/s is the growth of its frame count (the TensorBoard
+stats' step) between the first and the last stats point of the window after
+the warm-up.
 
 Then one `recovery` run, remote: the first runner (its pid from the run's
 "[ray] runner 0 ready: pid N" line) is SIGKILLed `--kill_after` seconds after
@@ -49,8 +51,11 @@ _WARMUP = flags.DEFINE_float("warmup", 60.0, "Seconds of each run before the win
 _RUNNERS = flags.DEFINE_integer("ray_runners", 2, "Remote runs: Ray runners.")
 _RUNNER_CPUS = flags.DEFINE_float("ray_runner_cpus", 1.0, "Remote runs: CPUs per runner.")
 _RUNNER_AGENTS = flags.DEFINE_integer(
-    "runner_agents", 4, "Remote runs: --max_agents, the agents of each runner (2 runners x "
-    "4 agents x the preset's 4 env slots = its 32 local slots).")
+    "runner_agents", 8, "Remote runs: --max_agents, the agents of each runner (8 x the "
+    "preset's 4 env slots: each runner's predictor batches up to 32 states, as the local "
+    "run's does).")
+_MODES = flags.DEFINE_list("modes", ["local", "remote", "local_matched"],
+                           "Runs of each round, from: local, remote, local_matched.")
 _KILL_AFTER = flags.DEFINE_float("kill_after", 60.0, "Recovery run: seconds after the "
                                  "warm-up at which runner 0 is SIGKILLed; 0: no recovery run.")
 _RECOVERY_WINDOW = flags.DEFINE_float("recovery_window", 15.0, "Recovery run: frames/s "
@@ -68,9 +73,15 @@ _READY = re.compile(r"\[ray\] runner 0 ready: pid (\d+)")
 _FRAMES_TAG = "counters/episodes"
 
 
+_ALL_MODES = ("local", "remote", "local_matched")
+
+
 def mode_flags(mode):
   if mode == "local":
     return []
+  if mode == "local_matched":
+    agents = _RUNNERS.value * _RUNNER_AGENTS.value
+    return [f"--agents={agents}", f"--max_agents={agents}"]
   return ["--agents=0", f"--max_agents={_RUNNER_AGENTS.value}", "--ray_address=local",
           f"--ray_runners={_RUNNERS.value}",
           f"--ray_runner_cpus={_RUNNER_CPUS.value:g}"]
@@ -191,17 +202,25 @@ def _fmt(value, spec):
   return "-" if value is None else format(value, spec)
 
 
+def _round_ratios(runs_a, runs_b):
+  """Each round's frames/s of a over b, and their median."""
+  pairs = [(a["frames_per_second"], b["frames_per_second"]) for a, b in zip(runs_a, runs_b)]
+  ratios = [a / b for a, b in pairs if a and b]
+  return ratios, (statistics.median(ratios) if ratios else None)
+
+
 def summarize(rounds):
   rows = {}
-  for mode in ("local", "remote"):
-    fps = [r["frames_per_second"] for r in rounds[mode] if r["frames_per_second"]]
+  for mode, runs_of_mode in rounds.items():
+    fps = [r["frames_per_second"] for r in runs_of_mode if r["frames_per_second"]]
     rows[mode] = {"median_frames_per_second": statistics.median(fps) if fps else None,
                   "best_frames_per_second": max(fps) if fps else None}
-  pairs = [(r["frames_per_second"], l["frames_per_second"])
-           for r, l in zip(rounds["remote"], rounds["local"])]
-  ratios = [r / l for r, l in pairs if r and l]
-  rows["remote"]["round_ratios_to_local"] = ratios
-  rows["remote"]["median_ratio_to_local"] = statistics.median(ratios) if ratios else None
+  for mode, base in (("remote", "local"), ("local_matched", "local"),
+                     ("remote", "local_matched")):
+    if mode in rounds and base in rounds:
+      ratios, median = _round_ratios(rounds[mode], rounds[base])
+      rows[mode][f"round_ratios_to_{base}"] = ratios
+      rows[mode][f"median_ratio_to_{base}"] = median
   return rows
 
 
@@ -215,6 +234,10 @@ def main(argv):
   if _ROUNDS.value < 1 or _SECONDS.value <= 0 or _WARMUP.value < 0 or _KILL_AFTER.value < 0:
     raise app.UsageError("--rounds must be >= 1, --seconds > 0, --warmup and --kill_after "
                          ">= 0")
+  modes = list(dict.fromkeys(_MODES.value))
+  if not modes or any(m not in _ALL_MODES for m in modes) or "local" not in modes:
+    raise app.UsageError(f"--modes must name some of {', '.join(_ALL_MODES)}, local among "
+                         f"them (the reference); got {','.join(_MODES.value) or 'nothing'}")
   workdir = _WORKDIR.value or tempfile.mkdtemp(prefix="tfrl_ga3c_remote_")
   record = {"provenance": provenance.provenance(), "preset": _PRESET.value,
             "settings": {"rounds": _ROUNDS.value, "seconds": _SECONDS.value,
@@ -224,15 +247,14 @@ def main(argv):
                          "stats_every": _STATS_EVERY.value, "kill_after": _KILL_AFTER.value,
                          "recovery_window": _RECOVERY_WINDOW.value,
                          "recovered_fraction": _RECOVERED.value},
-            "modes": {m: " ".join(mode_flags(m)) for m in ("local", "remote")},
+            "modes": {m: " ".join(mode_flags(m)) for m in modes},
             "quiet_gate": gate.settings(), "workdir": workdir}
-  rounds = {"local": [], "remote": []}
+  rounds = {m: [] for m in modes}
   record["rounds"] = rounds
   try:
     for r in range(_ROUNDS.value):
       print(f"round {r + 1}/{_ROUNDS.value}", flush=True)
-      order = ("local", "remote") if r % 2 == 0 else ("remote", "local")
-      for mode in order:
+      for mode in modes[r % len(modes):] + modes[:r % len(modes)]:
         rounds[mode].append(measured_round(gate, mode, os.path.join(workdir, f"{mode}_r{r}")))
     if _KILL_AFTER.value > 0:
       record["recovery"] = recovery_run(gate, os.path.join(workdir, "recovery"))
@@ -245,12 +267,14 @@ def main(argv):
   s = record["summary"]
   print(f"\nGA3C {_PRESET.value} training frames/s, {_ROUNDS.value} interleaved rounds, "
         f"{_SECONDS.value:.0f} s after {_WARMUP.value:.0f} s warm-up")
-  print(f"{'mode':<8}{'median':>9}{'best':>9}{'x local':>9}  rounds")
-  for mode in ("local", "remote"):
-    ratio = s[mode].get("median_ratio_to_local") if mode == "remote" else 1.0
-    print(f"{mode:<8}{_fmt(s[mode]['median_frames_per_second'], '.0f'):>9}"
+  print(f"{'mode':<14}{'median':>9}{'best':>9}{'x local':>9}  rounds")
+  for mode in modes:
+    ratio = s[mode].get("median_ratio_to_local") if mode != "local" else 1.0
+    print(f"{mode:<14}{_fmt(s[mode]['median_frames_per_second'], '.0f'):>9}"
           f"{_fmt(s[mode]['best_frames_per_second'], '.0f'):>9}{_fmt(ratio, '.2f'):>9}  "
           + " ".join(_fmt(x["frames_per_second"], ".0f") for x in rounds[mode]))
+  if "median_ratio_to_local_matched" in s.get("remote", {}):
+    print(f"remote x local_matched: {_fmt(s['remote']['median_ratio_to_local_matched'], '.2f')}")
   if "recovery" in record:
     rec = record["recovery"]
     print(f"recovery: runner 0 killed at {_fmt(rec.get('killed_after_seconds'), '.0f')} s; "

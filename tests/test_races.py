@@ -30,6 +30,7 @@ _CORES = os.cpu_count() or 1
 _PONG = os.path.join(_ROOT, "benchmarks", "race_pong.py")
 _MUJOCO = os.path.join(_ROOT, "benchmarks", "race_mujoco.py")
 _TD3 = os.path.join(_ROOT, "benchmarks", "race_td3.py")
+_GA3C_REMOTE = os.path.join(_ROOT, "benchmarks", "ga3c_remote_throughput.py")
 _NO_PEERS = ("--sb3_venv=/nonexistent/sb3", "--sf_venv=/nonexistent/sf")
 
 
@@ -141,6 +142,7 @@ class RaceRefusalTest(absltest.TestCase):
     self.assertRegex(last, r"^refused: .* load average [0-9.]+ \(1 min\) is over 0\.5 per core")
     self.assertFalse(os.path.exists(output))  # nothing reported
     self.assertEqual(sorted(os.listdir(workdir)), ["partial.json"])  # nothing ran
+    return workdir
 
   def test_pong_refuses_a_busy_machine(self):
     self._assert_refused(_PONG, "--rows=tfrl", "--rounds=1", *_NO_PEERS)
@@ -150,6 +152,23 @@ class RaceRefusalTest(absltest.TestCase):
 
   def test_td3_refuses_a_busy_machine(self):
     self._assert_refused(_TD3, "--rows=tfrl", "--rounds=1")
+
+  def test_ga3c_remote_refuses_a_busy_machine_and_records_its_modes(self):
+    workdir = self._assert_refused(_GA3C_REMOTE, "--rounds=1", "--ray_runners=2",
+                                   "--runner_agents=8")
+    with open(os.path.join(workdir, "partial.json")) as f:
+      modes = json.load(f)["modes"]
+    self.assertEqual(modes["local"], "")
+    self.assertIn("--agents=0 --max_agents=8 --ray_address=local --ray_runners=2",
+                  modes["remote"])
+    # As many env slots as the 2 runners' 8 agents each.
+    self.assertEqual(modes["local_matched"], "--agents=16 --max_agents=16")
+
+  def test_ga3c_remote_rejects_unknown_modes(self):
+    done = _race(_GA3C_REMOTE, "--modes=local,elsewhere", "--rounds=1")
+    self.assertNotEqual(done.returncode, 0)
+    self.assertIn("--modes must name some of local, remote, local_matched",
+                  done.stderr.strip().splitlines()[-1])
 
 
 class RaceRecordTest(absltest.TestCase):
