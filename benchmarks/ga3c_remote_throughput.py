@@ -54,6 +54,9 @@ _RUNNER_AGENTS = flags.DEFINE_integer(
     "runner_agents", 8, "Remote runs: --max_agents, the agents of each runner (8 x the "
     "preset's 4 env slots: each runner's predictor batches up to 32 states, as the local "
     "run's does).")
+_REMOTE_FLAGS = flags.DEFINE_list(
+    "remote_flags", [], "More flags for the remote runs only, e.g. --remote_flags=--t_max=16 "
+    "(64 slots x 16 steps: the local run's 1,024 samples in flight, so its policy lag).")
 _MODES = flags.DEFINE_list("modes", ["local", "remote", "local_matched"],
                            "Runs of each round, from: local, remote, local_matched.")
 _KILL_AFTER = flags.DEFINE_float("kill_after", 60.0, "Recovery run: seconds after the "
@@ -84,7 +87,7 @@ def mode_flags(mode):
     return [f"--agents={agents}", f"--max_agents={agents}"]
   return ["--agents=0", f"--max_agents={_RUNNER_AGENTS.value}", "--ray_address=local",
           f"--ray_runners={_RUNNERS.value}",
-          f"--ray_runner_cpus={_RUNNER_CPUS.value:g}"]
+          f"--ray_runner_cpus={_RUNNER_CPUS.value:g}"] + list(_REMOTE_FLAGS.value)
 
 
 def command(mode, rundir):
@@ -243,7 +246,8 @@ def main(argv):
             "settings": {"rounds": _ROUNDS.value, "seconds": _SECONDS.value,
                          "warmup": _WARMUP.value, "ray_runners": _RUNNERS.value,
                          "ray_runner_cpus": _RUNNER_CPUS.value,
-                         "runner_agents": _RUNNER_AGENTS.value, "seed": _SEED.value,
+                         "runner_agents": _RUNNER_AGENTS.value,
+                         "remote_flags": list(_REMOTE_FLAGS.value), "seed": _SEED.value,
                          "stats_every": _STATS_EVERY.value, "kill_after": _KILL_AFTER.value,
                          "recovery_window": _RECOVERY_WINDOW.value,
                          "recovered_fraction": _RECOVERED.value},
