@@ -18,7 +18,9 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from unittest import mock
 
+from absl import flags
 from absl.testing import absltest
 
 from tfrl import presets
@@ -130,16 +132,49 @@ class PresetByNameTest(absltest.TestCase):
     self.assertEqual(sum(len(presets.names(f"tfrl.{p}")) for p in _ENTRY_POINTS),
                      len(files))
 
-  def test_preset_becomes_a_flagfile_in_place(self):
-    pong = os.path.join(_ROOT, "flags", "ga_pong.flags")
+  def test_preset_becomes_its_flags_in_place(self):
+    pong = presets.flag_lines("ga_pong")
+    self.assertIn("--game=pong", pong)
     self.assertEqual(
         presets.expand(["prog", "--seed=1", "--preset=ga_pong", "--population=8"], "tfrl.ga"),
-        ["prog", "--seed=1", f"--flagfile={pong}", "--population=8"])
+        ["prog", "--seed=1", *pong, "--population=8"])
     self.assertEqual(presets.expand(["prog", "--preset", "ga_pong", "-preset=ga_pong"],
                                     "tfrl.ga"),
-                     ["prog", f"--flagfile={pong}", f"--flagfile={pong}"])
+                     ["prog", *pong, *pong])
     self.assertEqual(presets.expand(["prog", "--", "--preset=nothing"], "tfrl.ga"),
                      ["prog", "--", "--preset=nothing"])
+
+  def test_flags_are_absls_reading_of_the_file(self):
+    # absl itself reads each file from the clone root, where a preset's
+    # --flagfile=flags/<other>.flags resolves: the reference.
+    including = 0
+    cwd = os.getcwd()
+    os.chdir(_ROOT)
+    self.addCleanup(os.chdir, cwd)
+    for name in presets.names():
+      path = os.path.relpath(presets.path(name))
+      with open(path) as f:
+        including += "--flagfile=" in f.read()
+      with self.subTest(name=name):
+        self.assertEqual(presets.flag_lines(name),
+                         flags.FLAGS.read_flags_from_files([f"--flagfile={path}"]))
+    self.assertGreaterEqual(including, 5)   # td3_*_gst, td3_*_pruning, es_pong_vbn
+
+  def test_an_include_that_is_missing_or_circular_is_one_line(self):
+    folder = tempfile.mkdtemp(prefix="tfrl_presets_")
+    self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
+    for name, text in (("ga_a", "--flagfile=flags/ga_b.flags\n"),
+                       ("ga_b", "# b\n--flagfile=flags/ga_a.flags\n"),
+                       ("ga_c", "--seed=3\n--flagfile=flags/ga_gone.flags\n")):
+      with open(os.path.join(folder, name + ".flags"), "w") as f:
+        f.write(text)
+    with mock.patch.object(presets, "directory", return_value=folder):
+      with self.assertRaisesRegex(ValueError, r"^preset ga_a includes itself: "
+                                  r"ga_a -> ga_b -> ga_a$"):
+        presets.expand(["prog", "--preset=ga_a"], "tfrl.ga")
+      with self.assertRaisesRegex(ValueError, r"^preset ga_c includes 'ga_gone', which is "
+                                  r"not among the presets in "):
+        presets.expand(["prog", "--preset=ga_c"], "tfrl.ga")
 
   def test_bad_names_are_one_line(self):
     with self.assertRaisesRegex(ValueError, r"^no preset named 'ga_pongg'; the presets of "
@@ -186,6 +221,16 @@ class PresetFlagTest(absltest.TestCase):
     out = _entry("tfrl.ga", "--preset=ga_cartpole", "--population=5",
                  cwd=self._tempdir())
     self.assertEqual((out.returncode, out.stdout), (0, "5 CartPole-v1\n"), out.stderr)
+
+  def test_a_preset_that_includes_presets_runs_from_any_folder(self):
+    # td3_halfcheetah_gst_b32 starts from td3_halfcheetah_gst, which starts
+    # from td3_halfcheetah; absl alone would look for them under ./flags.
+    out = subprocess.run(
+        [sys.executable, "-m", "tfrl.td3", "--preset=td3_halfcheetah_gst_b32",
+         "--only_check_args"], env=dict(os.environ, PYTHONPATH=_ROOT),
+        cwd=self._tempdir(), capture_output=True, text=True, timeout=300)
+    self.assertEqual(out.returncode, 0, out.stderr[-2000:])
+    self.assertNotIn("Unable to open flagfile", out.stderr)
 
   def test_bad_preset_is_one_line_and_exit_code_2(self):
     for prog, name, expected in (

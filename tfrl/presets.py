@@ -7,6 +7,12 @@ A preset's name is its file name without `.flags`; the part before the first
 `tfrl.ga3c`; `random_search_pong`: `tfrl.random_search`). An installed
 package carries the folder as `tfrl/flags` (pyproject.toml maps it there); a
 clone reads the folder itself.
+
+A preset may start from another with `--flagfile=flags/<other>.flags`.
+absl would open that path relative to the working folder, so `expand` puts
+a preset's flags on the command line itself, with such lines replaced by the
+other preset's flags, read from the same folder: the same flags in the same
+order as the file, from any folder.
 """
 
 import os
@@ -22,6 +28,8 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _INSTALLED = os.path.join(_PACKAGE_DIR, "flags")
 _CLONE = os.path.join(os.path.dirname(_PACKAGE_DIR), "flags")
 _PRESET_ARG = re.compile(r"^--?preset(?:=(.*))?$")
+# A preset's line that starts from another preset: --flagfile=flags/NAME.flags
+_INCLUDE = re.compile(r"^--?flagfile=flags/([^/]+)\.flags$")
 
 
 def directory() -> str:
@@ -61,10 +69,33 @@ def path(name: str, prog: Optional[str] = None) -> str:
   return os.path.join(directory(), name + SUFFIX)
 
 
+def flag_lines(name: str, _including: Sequence[str] = ()) -> List[str]:
+  """The flags of preset `name` as absl reads its file (comments and blank
+  lines dropped), with every line that starts from another preset replaced by
+  that preset's flags. ValueError if an included preset is missing or
+  includes itself."""
+  if name in _including:
+    raise ValueError(f"preset {name} includes itself: {' -> '.join([*_including, name])}")
+  if name not in names():
+    where = f"preset {_including[-1]} includes" if _including else "no preset named"
+    raise ValueError(f"{where} {name!r}, which is not among the presets in {directory()}")
+  lines = []
+  with open(os.path.join(directory(), name + SUFFIX)) as f:
+    for line in f:
+      if line.isspace() or line.startswith(("#", "//")):
+        continue   # absl's rule for comments in a flag file
+      include = _INCLUDE.match(line.strip())
+      if include:
+        lines.extend(flag_lines(include.group(1), (*_including, name)))
+      else:
+        lines.append(line.strip())
+  return lines
+
+
 def expand(argv: Sequence[str], prog: str) -> List[str]:
-  """argv with every `--preset=NAME` (or `--preset NAME`) replaced by
-  `--flagfile=<its file>`, in place, so that flags after it override it.
-  Arguments after `--` are left alone. ValueError on an unknown name."""
+  """argv with every `--preset=NAME` (or `--preset NAME`) replaced by the
+  preset's flags (`flag_lines`), in place, so that flags after it override
+  them. Arguments after `--` are left alone. ValueError on an unknown name."""
   out, i = [argv[0]], 1
   while i < len(argv):
     arg = argv[i]
@@ -81,6 +112,7 @@ def expand(argv: Sequence[str], prog: str) -> List[str]:
           raise ValueError(f"--preset needs a name: {', '.join(names(prog))}")
         i += 1
         name = argv[i]
-      out.append(f"--flagfile={path(name, prog)}")
+      path(name, prog)   # checks the name and its entry point
+      out.extend(flag_lines(name))
     i += 1
   return out
