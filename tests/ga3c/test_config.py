@@ -1,4 +1,5 @@
-"""GA3CConfig: the trainer's batch bounds, the learner process's env slots, the torso."""
+"""GA3CConfig: the trainer's batch bounds, the learner process's env slots, a Ray
+runner's queue, the torso."""
 
 import pytest
 
@@ -37,6 +38,16 @@ def test_only_ray_runners_leave_the_learner_one_idle_agents_slots():
   assert (remote.local_agents, remote.num_env_slots) == (1, 4)
   local = GA3CConfig(agents=2, max_agents=8, envs_per_agent=4)
   assert (local.local_agents, local.num_env_slots) == (8, 32)
+
+
+def test_a_runner_holds_its_queue_size_or_by_default_the_larger_of_queue_and_slots():
+  remote = dict(agents=0, max_agents=8, envs_per_agent=4, ray_address="local")
+  assert GA3CConfig(**remote, training_queue_size=16).runner_queue_capacity == 32
+  assert GA3CConfig(**remote, training_queue_size=64).runner_queue_capacity == 64
+  assert GA3CConfig(**remote, ray_runner_queue_size=4).runner_queue_capacity == 4
+  with pytest.raises(ValueError, match=r"ray_runner_queue_size must be 0 \(the default\) or "
+                                       r"at least envs_per_agent \(4: "):
+    GA3CConfig(**remote, ray_runner_queue_size=3)
 
 
 @pytest.mark.parametrize("torso, expected", [("atari", networks.AtariTorso),

@@ -28,6 +28,7 @@ from tfrl.ga3c.agents import AgentPool
 from tfrl.ga3c.predictor import Predictor
 from tfrl.ga3c.queues import Queues
 from tfrl.ga3c.remote_feed import RemoteFeed
+from tfrl.ga3c.remote_runner import RemoteRunner, RunnerSpec
 from tfrl.ga3c.workers import Worker
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -201,6 +202,31 @@ class TestRunners:
       return 7 in seen
     _wait_for(newest, 120, "a segment played at version 7")
     assert seen <= {0, 7}, seen
+
+
+  @pytest.mark.parametrize("queue_size, holds", [(2, 2), (0, 8)])
+  def test_runner_holds_at_most_its_queue_size(self, ray_instance, queue_size, holds):
+    # Nobody collects for a while: the agents fill the runner's queue and wait.
+    # 0 (the default) holds training_queue_size (8) segments, more than the 2
+    # env slots play at once.
+    config = _config(_CARTPOLE, ray_runner_queue_size=queue_size)
+    learner = _Learner(config)
+    spec = RunnerSpec(config=config, index=0, seed=1, cpus=0.5, compute_dtype="float32",
+                      version=0, weights=[v.numpy() for v in learner.network.variables])
+    actor = ray_instance.remote(RemoteRunner).options(num_cpus=0.5).remote(spec)
+    try:
+      ray_instance.get(actor.ready.remote(), timeout=300)
+      collected = []
+      def full(pause=[1.0]):
+        time.sleep(pause[0])
+        pause[0] *= 2
+        out = ray_instance.get(actor.collect.remote(0.0), timeout=120)
+        collected.append(0 if out["segments"] is None else len(out["segments"]["action"]))
+        return collected[-1] == holds
+      _wait_for(full, 200, f"a runner queue of {holds} segments")
+      assert max(collected) == holds, collected
+    finally:
+      ray_instance.kill(actor, no_restart=True)
 
 
 @pytest.fixture(scope="module")

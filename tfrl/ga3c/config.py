@@ -172,6 +172,10 @@ class GA3CConfig:
       1.0, "CPUs each Ray runner reserves; its TF thread pools are sized to them.")
   ray_broadcast_every: int = flagconfig.field(
       5, "Optimizer steps between the learner's weight broadcasts to the Ray runners.")
+  ray_runner_queue_size: int = flagconfig.field(
+      0, "Finished segments a Ray runner holds until the learner collects them; its agents "
+      "wait while it is full, so a smaller queue keeps the policy lag down. 0: the larger "
+      "of --training_queue_size and the runner's env slots.")
 
   # Run.
   logdir: str = flagconfig.field(
@@ -209,6 +213,10 @@ class GA3CConfig:
       raise ValueError(f"ray_runners and ray_broadcast_every must be >= 1 and "
                        f"ray_runner_cpus > 0, got {self.ray_runners}, "
                        f"{self.ray_broadcast_every}, {self.ray_runner_cpus}.")
+    if self.ray_runner_queue_size and self.ray_runner_queue_size < self.envs_per_agent:
+      raise ValueError(f"ray_runner_queue_size must be 0 (the default) or at least "
+                       f"envs_per_agent ({self.envs_per_agent}: an agent's segments go "
+                       f"in together), got {self.ray_runner_queue_size}.")
     for name in ("predictors", "trainers", "envs_per_agent", "t_max",
                  "prediction_batch_size", "prediction_queue_size",
                  "training_queue_size", "max_agents", "max_predictors",
@@ -265,6 +273,13 @@ class GA3CConfig:
   def num_env_slots(self) -> int:
     """Env slots of the learner's process (a Ray runner has max_agents x envs_per_agent)."""
     return self.local_agents * self.envs_per_agent
+
+  @property
+  def runner_queue_capacity(self) -> int:
+    """Finished segments a Ray runner holds (--ray_runner_queue_size, 0: the larger of
+    the training queue's size and the runner's env slots)."""
+    return (self.ray_runner_queue_size
+            or max(self.training_queue_size, self.max_agents * self.envs_per_agent))
 
   @property
   def segments_per_min_batch(self) -> int:

@@ -16,8 +16,9 @@ learner's V-trace / APPO losses correct the lag, and it is logged).
 
 `collect` drains the local training and episode queues: segments as numpy
 arrays with the training queue's keys and dtypes (uint8 observations for
-Atari). While nobody collects, the agents block on the full local queue: a
-slow learner slows the runner down instead of letting the lag grow.
+Atari). While nobody collects, the agents block on the full local queue
+(`--ray_runner_queue_size` segments): a slow learner slows the runner down
+instead of letting the lag grow.
 """
 
 import dataclasses
@@ -91,7 +92,7 @@ class RemoteRunner:
         obs_shape=shape, obs_dtype=self.env.observation_dtype, num_agents=cfg.max_agents,
         envs_per_agent=cfg.envs_per_agent, t_max=cfg.t_max,
         prediction_capacity=max(cfg.prediction_queue_size, self.slots),
-        training_capacity=max(cfg.training_queue_size, self.slots))
+        training_capacity=cfg.runner_queue_capacity)
     counters = {k: tf.Variable(0, dtype=tf.int64, trainable=False, name=k)
                 for k in ("env_steps", "episodes", "predictions", "prediction_batches")}
     self.agents = AgentPool(self.env, self.queues, num_agents=cfg.max_agents,
