@@ -169,12 +169,11 @@ class PresetByNameTest(absltest.TestCase):
       with open(os.path.join(folder, name + ".flags"), "w") as f:
         f.write(text)
     with mock.patch.object(presets, "directory", return_value=folder):
-      with self.assertRaisesRegex(ValueError, r"^preset ga_a includes itself: "
-                                  r"ga_a -> ga_b -> ga_a$"):
-        presets.expand(["prog", "--preset=ga_a"], "tfrl.ga")
-      with self.assertRaisesRegex(ValueError, r"^preset ga_c includes 'ga_gone', which is "
-                                  r"not among the presets in "):
-        presets.expand(["prog", "--preset=ga_c"], "tfrl.ga")
+      for name, message in (("ga_a", r"^preset ga_a includes itself: ga_a -> ga_b -> ga_a$"),
+                            ("ga_c", r"^preset ga_c includes 'ga_gone', which is not among "
+                                     r"the presets in ")):
+        with self.assertRaisesRegex(ValueError, message):
+          presets.expand(["prog", f"--preset={name}"], "tfrl.ga")
 
   def test_bad_names_are_one_line(self):
     with self.assertRaisesRegex(ValueError, r"^no preset named 'ga_pongg'; the presets of "
