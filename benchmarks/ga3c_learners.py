@@ -5,7 +5,9 @@
 
 Runs `python -m tfrl.ga3c --preset=P --seed=S` for each seed, one after the
 other, in `--workdir/<preset>_s<seed>` (resumed if that folder holds a
-checkpoint), stopping each at `--max_frames` or at `--stop_score`. Then reads
+checkpoint), stopping each at `--max_frames` or at `--stop_score`; a linear
+learning-rate schedule keeps the preset's horizon (`--lr_decay_frames=` the
+preset's `--max_frames`), so stopping early does not speed its decay. Then reads
 each run's rolling score (over the preset's score window) from its TensorBoard
 events and records the frames and seconds at which it first reached
 `--target`, its last score, the policy lag the learner logged, and the
@@ -31,6 +33,7 @@ from absl import flags
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import provenance as provenance_lib  # pylint: disable=wrong-import-position
+from tfrl import presets  # pylint: disable=wrong-import-position
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -56,13 +59,29 @@ def _load_average() -> List[float]:
   return list(os.getloadavg())
 
 
-def _run(preset: str, seed: int, logdir: str) -> Dict:
-  resume = os.path.exists(os.path.join(logdir, "checkpoints", "checkpoint"))
+def preset_max_frames(preset: str) -> int:
+  """The preset's own --max_frames (its last), 0 if it sets none."""
+  values = [line.split("=", 1)[1] for line in presets.flag_lines(preset)
+            if line.startswith("--max_frames=")]
+  return int(values[-1]) if values else 0
+
+
+def run_command(preset: str, seed: int, logdir: str, resume: bool) -> List[str]:
+  """One seed's training command: stops at --max_frames (or --stop_score) with the
+  preset's learning-rate horizon; --extra comes last, so it can change either."""
+  horizon = preset_max_frames(preset)
   command = [sys.executable, "-m", "tfrl.ga3c", f"--preset={preset}", f"--seed={seed}",
              f"--max_frames={flags.FLAGS.max_frames}", f"--logdir={logdir}",
+             *([f"--lr_decay_frames={horizon}"] if horizon else []),
              *(["--resume"] if resume else []), *flags.FLAGS.extra]
   if flags.FLAGS.stop_score is not None:
     command.append(f"--target_score={flags.FLAGS.stop_score}")
+  return command
+
+
+def _run(preset: str, seed: int, logdir: str) -> Dict:
+  resume = os.path.exists(os.path.join(logdir, "checkpoints", "checkpoint"))
+  command = run_command(preset, seed, logdir, resume)
   before = _load_average()
   result = subprocess.run(command, cwd=_ROOT, check=False)
   return {"command": " ".join(command[1:]), "resumed": resume,

@@ -1,5 +1,5 @@
 """GA3CConfig: the trainer's batch bounds, the learner process's env slots, a Ray
-runner's queue, the torso."""
+runner's queue, the learning-rate schedule, the torso."""
 
 import pytest
 
@@ -48,6 +48,22 @@ def test_a_runner_holds_its_queue_size_or_by_default_the_larger_of_queue_and_slo
   with pytest.raises(ValueError, match=r"ray_runner_queue_size must be 0 \(the default\) or "
                                        r"at least envs_per_agent \(4: "):
     GA3CConfig(**remote, ray_runner_queue_size=3)
+
+
+def test_linear_lr_reaches_0_at_lr_decay_frames_else_at_max_frames():
+  linear = dict(learning_rate=4e-4, lr_schedule="linear", max_frames=10_000_000)
+  assert _config(**linear).learning_rate_at(5_000_000) == pytest.approx(2e-4)
+  assert _config(**linear).learning_rate_at(10_000_000) == 0.0
+  # A run stopped at 10M frames on a 40M-frame schedule.
+  later = _config(**linear, lr_decay_frames=40_000_000)
+  assert later.learning_rate_at(10_000_000) == pytest.approx(3e-4)
+  assert later.learning_rate_at(50_000_000) == 0.0
+  assert _config(learning_rate=4e-4).learning_rate_at(10_000_000) == 4e-4
+  assert _config(lr_schedule="linear", lr_decay_frames=100).learning_rate_at(50) > 0
+  with pytest.raises(ValueError, match=r"set --max_frames or --lr_decay_frames"):
+    _config(lr_schedule="linear")
+  with pytest.raises(ValueError, match=r"lr_decay_frames must be >= 0"):
+    _config(lr_decay_frames=-1)
 
 
 @pytest.mark.parametrize("torso, expected", [("atari", networks.AtariTorso),

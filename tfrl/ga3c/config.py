@@ -88,8 +88,11 @@ class GA3CConfig:
   learning_rate: float = flagconfig.field(
       3e-4, "The optimizer's step size.")
   lr_schedule: str = flagconfig.field(
-      "constant", "<constant|linear>: linear decays the step size to 0 at --max_frames.",
+      "constant", "<constant|linear>: linear decays the step size to 0 at --lr_decay_frames.",
       choices=LR_SCHEDULES)
+  lr_decay_frames: int = flagconfig.field(
+      0, "Frames at which --lr_schedule=linear reaches 0 (so that a run stopped early by "
+      "--max_frames keeps a longer run's schedule); 0: --max_frames.")
   adam_epsilon: float = flagconfig.field(
       1e-5, "Adam's epsilon.")
   rmsprop_decay: float = flagconfig.field(
@@ -241,8 +244,12 @@ class GA3CConfig:
     if self.loss == "a3c" and (self.epochs, self.minibatches) != (1, 1):
       raise ValueError("--loss=a3c takes one pass over each batch: --epochs and "
                        "--minibatches must be 1 (--loss=appo or vtrace take more).")
-    if self.lr_schedule == "linear" and not self.max_frames:
-      raise ValueError("lr_schedule linear decays to 0 at max_frames: set --max_frames.")
+    if self.lr_decay_frames < 0:
+      raise ValueError(f"lr_decay_frames must be >= 0 (0: max_frames), got "
+                       f"{self.lr_decay_frames}.")
+    if self.lr_schedule == "linear" and not (self.lr_decay_frames or self.max_frames):
+      raise ValueError("lr_schedule linear decays to 0 at lr_decay_frames (default: "
+                       "max_frames): set --max_frames or --lr_decay_frames.")
     if self.segments_per_max_batch < self.segments_per_min_batch:
       raise ValueError(
           f"training_max_batch_size ({self.training_max_batch_size}) must be 0 (4x the "
@@ -273,6 +280,13 @@ class GA3CConfig:
   def num_env_slots(self) -> int:
     """Env slots of the learner's process (a Ray runner has max_agents x envs_per_agent)."""
     return self.local_agents * self.envs_per_agent
+
+  def learning_rate_at(self, frames: int) -> float:
+    """The step size after `frames` frames (--lr_schedule)."""
+    if self.lr_schedule == "linear":
+      return self.learning_rate * max(0.0, 1.0 - frames / (self.lr_decay_frames
+                                                           or self.max_frames))
+    return self.learning_rate
 
   @property
   def runner_queue_capacity(self) -> int:

@@ -429,11 +429,9 @@ class GA3C(run_loop.Algorithm):
     return line
 
   def _schedule_learning_rate(self) -> None:
-    """--lr_schedule=linear: the step size falls linearly to 0 at max_frames."""
-    cfg = self.config
-    if cfg.lr_schedule == "linear":
-      left = max(0.0, 1.0 - self.frames / cfg.max_frames)
-      self.learning_rate.assign(cfg.learning_rate * left)
+    """--lr_schedule=linear: the step size falls linearly to 0 at lr_decay_frames."""
+    if self.config.lr_schedule != "constant":
+      self.learning_rate.assign(self.config.learning_rate_at(self.frames))
 
   def _adjust_rate(self) -> float:
     samples = int(self.counters["train_samples"].numpy())
