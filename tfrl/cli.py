@@ -12,9 +12,10 @@ line and exit code 1. Errors of any other kind keep their traceback: they are bu
 input.
 
 `run` also gives every entry point that has presets (`tfrl.presets`) a
-`--preset=NAME` flag: on the command line it stands for
-`--flagfile=<the preset's file>`, so it works the same from a clone and from
-an installed package.
+`--preset=NAME` flag: on the command line it stands for the preset's flags
+(`presets.expand`: the file's flags, with the presets it starts from read
+from the same folder), so it works the same from any folder, a clone or an
+installed package.
 """
 
 import errno
@@ -50,14 +51,14 @@ def _define_preset_flag(prog: str) -> bool:
   if names and "preset" not in flags.FLAGS:
     flags.DEFINE_string(
         "preset", None, "A ready-made flag file shipped with tfrl, by name: read as "
-        "--flagfile=<its file> at its place on the command line, so later flags "
+        "its file's flags at its place on the command line, so later flags "
         f"override it. Presets of {prog}: {', '.join(names)}.",
         module_name=sys.argv[0])   # the entry point's own flags: listed by --help
   return bool(names)
 
 
 def _check_preset_flag() -> None:
-  # Every --preset of the command line became a --flagfile; one that is still
+  # Every --preset of the command line became its flags; one that is still
   # set came from a flag file, where it would silently do nothing.
   if "preset" in flags.FLAGS and flags.FLAGS.preset is not None:
     raise app.UsageError(f"--preset={flags.FLAGS.preset} works on the command line "

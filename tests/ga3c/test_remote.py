@@ -203,7 +203,6 @@ class TestRunners:
     _wait_for(newest, 120, "a segment played at version 7")
     assert seen <= {0, 7}, seen
 
-
   @pytest.mark.parametrize("queue_size, holds", [(2, 2), (0, 8)])
   def test_runner_holds_at_most_its_queue_size(self, ray_instance, queue_size, holds):
     # Nobody collects for a while: the agents fill the runner's queue and wait.
@@ -216,8 +215,8 @@ class TestRunners:
     actor = ray_instance.remote(RemoteRunner).options(num_cpus=0.5).remote(spec)
     try:
       ray_instance.get(actor.ready.remote(), timeout=300)
-      collected = []
-      def full(pause=[1.0]):
+      collected, pause = [], [1.0]   # waits of 1, 2, 4, ... s between collects
+      def full():
         time.sleep(pause[0])
         pause[0] *= 2
         out = ray_instance.get(actor.collect.remote(0.0), timeout=120)
