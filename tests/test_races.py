@@ -117,12 +117,14 @@ class EvoTorchConfigTest(absltest.TestCase):
     self.assertTrue(args.policy.endswith(">> Tanh()"))  # the preset's tanh action head
     self.assertEqual((args.popsize, args.popsize_max, args.num_interactions,
                       args.center_episodes), (48, 0, 0, 2))
+    self.assertEqual(args.center_init, "lecun")  # tfrl's start, not GymNE's zeros
 
   def test_linear_config_and_overrides(self):
     args = evotorch_pgpe.parse_args(["--config=linear", "--popsize=200", "--log=x",
                                      "--result=y"])
     self.assertEqual((args.policy, args.popsize, args.popsize_max),
                      ("Linear(obs_length, act_length)", 200, 800))
+    self.assertEqual(args.center_init, "evotorch")
     with self.assertRaises(SystemExit):
       evotorch_pgpe.parse_args(["--popsize=47", "--log=x", "--result=y"])
 

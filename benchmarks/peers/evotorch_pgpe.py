@@ -17,11 +17,15 @@ Two configurations (--config; any flag given overrides its value):
   symmetric sampling), one episode each, no adaptive growth; the centre over 2
   episodes per generation like the preset's --center_episodes=2. ClipUp as
   rl_clipup.py sets it for its MLP policies (max speed 0.15, step 0.75 of it,
-  initial radius 15 times it).
+  initial radius 15 times it). Its centre starts as tfrl's does (--center_init=lecun:
+  weights normal with std 1/sqrt(fan-in), biases 0, given to PGPE's `center_init`):
+  GymNE's own start (+-1e-5) leaves a zero MLP whose tanh layers pass almost no
+  signal, a flat start that tfrl's run does not have.
 - linear: rl_clipup.py's `walker` configuration (its nearest MuJoCo locomotion
   preset; EvoTorch ships none for HalfCheetah) without the reward offset, since
   HalfCheetah has no alive bonus: a linear policy, popsize 100 growing to 800
-  until 75,000 interactions a generation; the earlier races' EvoTorch row.
+  until 75,000 interactions a generation, its centre GymNE's own start
+  (--center_init=evotorch); the earlier races' EvoTorch row.
 
 Env steps are counted as tfrl counts them: the training episodes and the
 centre's (`env_steps`), each also apart (`training_env_steps`,
@@ -52,11 +56,11 @@ MLP_POLICY = ("Linear(obs_length, 64) >> Tanh() >> Linear(64, 64) >> Tanh() "
 CONFIGS = {
     "mlp": {"policy": MLP_POLICY, "popsize": 48, "popsize_max": 0, "num_interactions": 0,
             "max_speed": 0.15, "center_learning_rate": 0.15 * 0.75,
-            "radius_init": 0.15 * 15},
+            "radius_init": 0.15 * 15, "center_init": "lecun"},
     "linear": {"policy": "Linear(obs_length, act_length)", "popsize": 100,
                "popsize_max": 800, "num_interactions": 0.75 * 1000 * 100,
                "max_speed": 0.015, "center_learning_rate": 0.015 * 0.75,
-               "radius_init": 0.015 * 15},
+               "radius_init": 0.015 * 15, "center_init": "evotorch"},
 }
 COMMON = {"observation_normalization": 1, "stdev_learning_rate": 0.1,
           "stdev_max_change": 0.2, "momentum": 0.9, "center_episodes": 2}
@@ -78,6 +82,8 @@ def parse_args(argv):
   p.add_argument("--max_speed", type=float)
   p.add_argument("--center_learning_rate", type=float)
   p.add_argument("--radius_init", type=float)
+  p.add_argument("--center_init", choices=("lecun", "evotorch"),
+                 help="lecun: tfrl's start; evotorch: GymNE's initial_bounds")
   p.add_argument("--stdev_learning_rate", type=float)
   p.add_argument("--stdev_max_change", type=float)
   p.add_argument("--momentum", type=float)
@@ -139,6 +145,23 @@ def versions():
   return out
 
 
+def lecun_center(problem, seed):
+  """A centre drawn as tfrl's ES draws its networks: each weight matrix normal with
+  std 1/sqrt(fan-in), biases zero, flattened in the network's parameter order (the
+  order in which EvoTorch fills a network from a solution)."""
+  import torch  # pylint: disable=import-outside-toplevel
+  net = problem.make_net(torch.zeros(problem.solution_length))
+  generator = torch.Generator().manual_seed(seed)
+  parts = []
+  for param in net.parameters():
+    if param.dim() == 2:  # Linear: [out, in]
+      parts.append(torch.randn(param.shape, generator=generator).flatten()
+                   / param.shape[1] ** 0.5)
+    else:
+      parts.append(torch.zeros(param.numel()))
+  return torch.cat(parts)
+
+
 def make_searcher(args, num_actors):
   """GymNE and PGPE with ClipUp, and the second GymNE that plays the centre."""
   from evotorch.algorithms import PGPE  # pylint: disable=import-outside-toplevel
@@ -152,6 +175,7 @@ def make_searcher(args, num_actors):
       center_learning_rate=args.center_learning_rate,
       stdev_learning_rate=args.stdev_learning_rate,
       stdev_max_change=args.stdev_max_change, radius_init=args.radius_init,
+      center_init=lecun_center(problem, args.seed) if args.center_init == "lecun" else None,
       optimizer="clipup",
       optimizer_config={"max_speed": args.max_speed, "momentum": args.momentum})
   # In this process, as rl_clipup.py's test problem (it uses one actor).
