@@ -19,6 +19,9 @@ one stopped with Ctrl-C goes on from its checkpoint (and a fresh one starts
 afresh). So a study longer than one sitting is the
 same command again; Ctrl-C stops the runs with their checkpoints; `--collect`
 writes the JSON and chart of the runs finished so far without starting any.
+`--earlier=<study JSON>` (repeatable) carries over the finished runs earlier
+sittings recorded whose logdirs are gone (another machine, a cleared workdir): they
+are kept as that JSON recorded them, with its machine, and not run again.
 
 Per run the JSON keeps its `summary.json` figures (eval return: the mean of
 the preset's 10 deterministic episodes after the last step on an env seeded
@@ -69,6 +72,9 @@ _OUTPUT = flags.DEFINE_string("output", "td3_study.json", "JSON path.")
 _CHART = flags.DEFINE_string("chart", "", "Chart PNG (default: the JSON path with .png).")
 _COLLECT = flags.DEFINE_bool("collect", False, "Start no run: the JSON and chart of the runs "
                              "finished so far (the rest are listed, not completed).")
+_EARLIER = flags.DEFINE_multi_string("earlier", [], "Study JSONs of earlier sittings (the "
+                                     "flag repeated): their finished runs stand for those "
+                                     "whose logdir holds none; the first JSON to hold a run wins.")
 
 
 def logdir(preset: str, seed: int) -> str:
@@ -85,6 +91,30 @@ def read_summary(path: str):
   except ValueError as e:
     raise app.UsageError(f"{path}/summary.json is not readable JSON ({e}); move the run "
                          "aside or delete it to run it again.") from e
+
+
+def read_earlier(paths) -> dict:
+  """{(preset, seed): run} of the finished runs the study JSONs at `paths`
+  record, each marked with the JSON and the CPU it was first recorded in; the first
+  path to hold a run wins."""
+  out = {}
+  for path in reversed(paths):
+    out.update(read_study(path))
+  return out
+
+
+def read_study(path: str) -> dict:
+  try:
+    with open(path) as f:
+      record = json.load(f)
+    cpu = record["provenance"]["cpu_model"]
+    finished = [r for r in record["runs"] if r["completed"]]
+  except (OSError, ValueError, KeyError, TypeError) as e:
+    raise app.UsageError(f"--earlier={path} is not a readable study JSON "
+                         f"({type(e).__name__}: {e}).") from e
+  return {(r["preset"], r["seed"]): dict(r, recorded_in=r.get("recorded_in", path),
+                                        cpu_model=r.get("cpu_model", cpu))
+          for r in finished}
 
 
 def command(preset: str, seed: int):
@@ -207,14 +237,21 @@ def main(argv):
     raise app.UsageError(f"--seeds must be integers: {e}") from None
   os.makedirs(_WORKDIR.value, exist_ok=True)
   keys = [(p, s) for s in seeds for p in _PRESETS.value]
-  todo = [k for k in keys if not (read_summary(logdir(*k)) or {}).get("completed")]
+  here = {k for k in keys if (read_summary(logdir(*k)) or {}).get("completed")}
+  earlier = {k: r for k, r in read_earlier(_EARLIER.value).items()
+             if k in keys and k not in here}
+  todo = [k for k in keys if k not in here and k not in earlier]
+  if _EARLIER.value:
+    print(f"{len(earlier)} runs carried over from --earlier", flush=True)
   print(f"{len(keys) - len(todo)} runs finished earlier; "
         f"{len(todo)} {'not finished (--collect)' if _COLLECT.value else 'to run'}", flush=True)
   ended = {} if _COLLECT.value else run_all(todo)
   record = {"provenance": provenance.provenance(), "presets": _PRESETS.value,
             "seeds": seeds, "set": _SET.value, "parallel": _PARALLEL.value,
             "tf_threads": _TF_THREADS.value, "collect_only": _COLLECT.value,
-            "runs": [run_record(p, s, ended.get((p, s))) for p, s in keys]}
+            "earlier": _EARLIER.value,
+            "runs": [earlier.get((p, s)) or run_record(p, s, ended.get((p, s)))
+                     for p, s in keys]}
   record["summary"] = summarize(record)
   path = _CHART.value or os.path.splitext(_OUTPUT.value)[0] + ".png"
   record["chart_runs"] = chart(record, path)

@@ -75,6 +75,34 @@ class TD3StudyTest(absltest.TestCase):
       with open(output) as f:
         self.assertEqual([r["eval_return"] for r in json.load(f)["runs"]], returns)
 
+      # A new workdir with the first sitting's JSON as --earlier: its two
+      # runs are carried over as recorded (curves and all), only seed 2 is left.
+      moved = os.path.join(tmp, "moved")
+      later = os.path.join(tmp, "later.json")
+      carried = _run("--presets=td3_pendulum", "--seeds=0,1,2", f"--workdir={moved}",
+                     f"--output={later}", f"--earlier={output}", "--collect", *_SHORT)
+      self.assertEqual(carried.returncode, 0, carried.stderr[-3000:])
+      self.assertIn("2 runs carried over from --earlier", carried.stdout)
+      self.assertIn("2 runs finished earlier; 1 not finished (--collect)", carried.stdout)
+      with open(later) as f:
+        record = json.load(f)
+      first, second, third = record["runs"]
+      self.assertEqual([first["eval_return"], second["eval_return"]], returns)
+      self.assertEqual(first["recorded_in"], output)
+      self.assertIn("cpu_model", first)
+      self.assertEqual(first["curve"][-1]["step"], 600)
+      self.assertFalse(third["completed"])
+      self.assertEqual(record["summary"]["td3_pendulum"]["seeds"], [0, 1])
+      self.assertLen(record["chart_runs"], 2)
+
+      broken = os.path.join(tmp, "broken.json")
+      with open(broken, "w") as f:
+        f.write("{\"runs\": [")
+      refused = _run("--presets=td3_pendulum", "--seeds=0", f"--workdir={moved}",
+                     f"--output={later}", f"--earlier={broken}", "--collect")
+      self.assertNotEqual(refused.returncode, 0)
+      self.assertIn(f"--earlier={broken} is not a readable study JSON", refused.stderr)
+
   def test_refuses_what_is_not_a_td3_preset(self):
     done = _run("--presets=ga_pong", "--seeds=0")
     self.assertNotEqual(done.returncode, 0)
