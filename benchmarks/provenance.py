@@ -38,8 +38,8 @@ _ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512vbmi", "avx512_bf16",
               "amx_tile", "amx_bf16")
 
 
-def cpu_model() -> str:
-  """'<model name> (family F, model M; <ISA extensions of note>)'."""
+def cpu_fields() -> dict:
+  """The first CPU's /proc/cpuinfo fields ({} where there is none)."""
   fields = {}
   try:
     with open("/proc/cpuinfo") as f:
@@ -47,6 +47,14 @@ def cpu_model() -> str:
         key, _, value = line.partition(":")
         fields.setdefault(key.strip(), value.strip())
   except OSError:
+    pass
+  return fields
+
+
+def cpu_model() -> str:
+  """'<model name> (family F, model M; <ISA extensions of note>)'."""
+  fields = cpu_fields()
+  if not fields:
     return platform.processor() or "unknown"
   flags = set(fields.get("flags", "").split())
   isa = ", ".join(f for f in _ISA_FLAGS if f in flags)

@@ -50,6 +50,10 @@ from absl.testing import absltest
 from absl.testing import parameterized
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if _ROOT not in sys.path:
+  sys.path.insert(0, _ROOT)
+from benchmarks import provenance  # pylint: disable=g-import-not-at-top
+
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "recorded_runs.json")
 
 RUNS = {
@@ -156,14 +160,9 @@ def run(name: str, logdir: str, isa: str = "auto") -> dict:
 
 def this_cpu() -> dict:
   """Vendor, family and model of this CPU, from /proc/cpuinfo."""
-  keys = {"vendor_id": "vendor", "cpu family": "family", "model": "model"}
-  cpu = {}
-  with open("/proc/cpuinfo") as f:
-    for line in f:
-      key, _, value = line.partition(":")
-      if key.strip() in keys and keys[key.strip()] not in cpu:
-        cpu[keys[key.strip()]] = value.strip()
-  return cpu
+  fields = provenance.cpu_fields()
+  return {"vendor": fields.get("vendor_id"), "family": fields.get("cpu family"),
+          "model": fields.get("model")}
 
 
 def scores_vary(generations) -> bool:
