@@ -9,7 +9,7 @@ Each preset and seed is one run as a user starts it (`python -m tfrl.td3
 `--parallel` at once, each with `--tf_threads` TensorFlow threads
 (TF_NUM_INTRAOP_THREADS, TF_NUM_INTEROP_THREADS; default 1): two such runs on
 2 cores make more env steps per second between them than one run with both
-cores (docs/gst_td3.md). A run's returns against env steps do not depend on
+cores (docs/td3.md). A run's returns against env steps do not depend on
 the machine's load; its minutes do (recorded, a figure only from a quiet
 machine).
 
