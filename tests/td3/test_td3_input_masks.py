@@ -1,19 +1,22 @@
-"""benchmarks/td3_input_masks.py on a short, Pendulum run whose input layers are 99% pruned: an input
-it reports cut off is one the exported actor ignores; the kept weights add up
-to the target sparsity; the spreads are the replay buffer's; a run without
-checkpoints is refused in one line."""
+"""benchmarks/td3_input_masks.py on a short Pendulum run whose input layers are
+99% pruned: an input it reports cut off is one the exported actor ignores; the
+kept weights add up to the target sparsity; the spreads are the replay
+buffer's; a run without checkpoints is refused in one line."""
 
 import json
 import os
 import subprocess
 import sys
-import tempfile
 
 from absl.testing import absltest
 import numpy as np
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_SPARSITY = 0.99  # 2 of the actor's 3 x 64 input weights: an input may lose all of its
+sys.path.insert(0, _ROOT)
+
+from tests.td3 import short_runs  # pylint: disable=g-import-not-at-top
+
+_SPARSITY = 0.99  # 2 of the actor's 3 x 64 input weights kept: an input loses all of its
 _INPUTS = f"pruned:schedule=polynomial:target_sparsity={_SPARSITY}"  # only the input layers
 
 
@@ -22,31 +25,19 @@ def _masks(*args):
                         capture_output=True, text=True, timeout=600)
 
 
-class TD3InputMasksTest(absltest.TestCase):
+class TD3InputMasksTest(short_runs.PrunedPendulumRunTest):
+
+  LAYER_FLAGS = ("--dense_layer=dense",
+                 f"--layer_plan=actor/dense_0={_INPUTS};critic*/dense_0={_INPUTS}")
 
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls._tmp = tempfile.TemporaryDirectory()
-    cls.run_dir = os.path.join(cls._tmp.name, "pruned")
-    done = subprocess.run(
-        [sys.executable, "-m", "tfrl.td3", "--preset=td3_pendulum", "--total_steps=400",
-         "--start_steps=200", "--eval_every=0", "--eval_episodes=1", "--dense_layer=dense",
-         f"--layer_plan=actor/dense_0={_INPUTS};critic*/dense_0={_INPUTS}",
-         "--pruning_begin=0", "--pruning_end=100", "--pruning_frequency=10",
-         f"--logdir={cls.run_dir}"],
-        cwd=_ROOT, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
     cls.output = os.path.join(cls._tmp.name, "masks.json")
     done = _masks(f"--logdirs={cls.run_dir}", f"--output={cls.output}")
     assert done.returncode == 0, done.stderr[-3000:]
     with open(cls.output) as f:
       cls.row = json.load(f)["rows"][0]
-
-  @classmethod
-  def tearDownClass(cls):
-    cls._tmp.cleanup()
-    super().tearDownClass()
 
   def test_cut_off_inputs_are_the_ones_the_exported_actor_ignores(self):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel

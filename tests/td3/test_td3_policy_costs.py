@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 from absl.testing import absltest
 
@@ -15,6 +14,7 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 sys.path.insert(0, _ROOT)
 
 from tests import load_average  # pylint: disable=g-import-not-at-top
+from tests.td3 import short_runs  # pylint: disable=g-import-not-at-top
 
 
 def _costs(*args):
@@ -26,25 +26,9 @@ def _bytes(path):
   return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
 
 
-class TD3PolicyCostsTest(absltest.TestCase):
+class TD3PolicyCostsTest(short_runs.PrunedPendulumRunTest):
 
-  @classmethod
-  def setUpClass(cls):
-    super().setUpClass()
-    cls._tmp = tempfile.TemporaryDirectory()
-    cls.run_dir = os.path.join(cls._tmp.name, "pruned")
-    done = subprocess.run(
-        [sys.executable, "-m", "tfrl.td3", "--preset=td3_pendulum", "--total_steps=400",
-         "--start_steps=200", "--eval_every=0", "--eval_episodes=1", "--dense_layer=pruned",
-         "--target_sparsity=0.9", "--pruning_begin=0", "--pruning_end=100",
-         "--pruning_frequency=10", f"--logdir={cls.run_dir}"],
-        cwd=_ROOT, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-
-  @classmethod
-  def tearDownClass(cls):
-    cls._tmp.cleanup()
-    super().tearDownClass()
+  LAYER_FLAGS = ("--dense_layer=pruned", "--target_sparsity=0.9")
 
   def test_bytes_and_the_same_actions(self):
     output = os.path.join(self._tmp.name, "costs.json")
