@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import provenance  # pylint: disable=g-import-not-at-top
 from benchmarks.peers import runs  # pylint: disable=g-import-not-at-top
+from tfrl.td3 import checkpoints  # pylint: disable=g-import-not-at-top
 
 NETWORKS = ("actor", "critic_1", "critic_2")
 
@@ -65,7 +66,7 @@ def inspect_run(logdir: str) -> Dict:
     raise app.UsageError(f"{logdir} has no checkpoint in checkpoints/: give TD3 runs "
                          f"started with a --logdir.")
   step = int(checkpoint.rsplit("-", 1)[1])
-  replay_path = os.path.join(directory, f"replay-{step}.npz")
+  replay_path = checkpoints.replay_path(checkpoint)
   if not os.path.exists(replay_path):
     raise app.UsageError(f"{checkpoint} has no replay buffer {replay_path}: the feature "
                          f"spreads come from it.")
