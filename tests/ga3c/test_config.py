@@ -4,7 +4,7 @@ runner's queue, the learning-rate schedule, the torso."""
 import pytest
 
 from tfrl import networks
-from tfrl.ga3c import system
+from tfrl.ga3c import network as network_lib
 from tfrl.ga3c.config import GA3CConfig
 
 
@@ -69,7 +69,7 @@ def test_linear_lr_reaches_0_at_lr_decay_frames_else_at_max_frames():
 @pytest.mark.parametrize("torso, expected", [("atari", networks.AtariTorso),
                                              ("nature", networks.NatureTorso)])
 def test_torso_picks_the_conv_net(torso, expected):
-  network = system.make_network(_config(torso=torso), 6, (84, 84, 4))
+  network = network_lib.make_network(_config(torso=torso), 6, (84, 84, 4))
   assert type(network.torso) is expected
 
 

@@ -21,8 +21,9 @@ import tensorflow as tf
 
 from tfrl import ray_cluster
 from tfrl.envs import EnvProtocol
-from tfrl.envs.protocol import make_env
+from tfrl.envs.make import make_env
 from tfrl.ga3c import GA3C, GA3CConfig
+from tfrl.ga3c import network as network_lib
 from tfrl.ga3c import system as system_lib
 from tfrl.ga3c.agents import AgentPool
 from tfrl.ga3c.predictor import Predictor
@@ -108,7 +109,7 @@ class _Learner:
   def __init__(self, config):
     env = make_env(config.protocol, 1, config.seed)
     self.shape, self.dtype = tuple(env.observation_shape), env.observation_dtype
-    self.network = system_lib.make_network(config, env.num_actions, self.shape)
+    self.network = network_lib.make_network(config, env.num_actions, self.shape)
     env.close()
     self.network(tf.zeros((1,) + self.shape, self.dtype))
     self.version = tf.Variable(0, dtype=tf.int64)

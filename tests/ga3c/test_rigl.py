@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from tfrl import layers as tl
 from tfrl.envs import EnvProtocol
+from tfrl.ga3c import network as network_lib
 from tfrl.ga3c import system
 from tfrl.ga3c.config import GA3CConfig
 from tfrl.ga3c.learner import Learner
@@ -27,7 +28,7 @@ def _trainer(rigl_layers, after_update=None):
                       overrides=tuple((name, _RIGL) for name in rigl_layers))
   cfg = GA3CConfig(protocol=EnvProtocol(env="CartPole-v1"), t_max=_T, hidden_sizes=(8, 8),
                    layer_plan=plan, grad_clip_norm=0.5, learning_rate=0.01)
-  network = system.make_network(cfg, _ACTIONS, (_OBS,))
+  network = network_lib.make_network(cfg, _ACTIONS, (_OBS,))
   network(tf.zeros([1, _OBS]))
   learner = Learner(network, system.make_optimizer(cfg),
                     LearnerConfig(discount=cfg.discount, entropy_beta=cfg.entropy_beta,

@@ -7,7 +7,7 @@
 
 A runner is the agent side of a local run, built from the same code: its own
 env slots (`make_env` with the run's protocol and the runner's seed), its own
-copy of the network (`system.make_network`), `Queues`, an `AgentPool` of
+copy of the network (`network.make_network`), `Queues`, an `AgentPool` of
 `max_agents x envs_per_agent` slots and `predictors` `Predictor`s, each loop
 in a thread of the actor's process. Its policy version is a variable that
 only `set_weights` moves, to the learner's optimizer step that the weights
@@ -69,9 +69,9 @@ class RemoteRunner:
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(threads)
     # pylint: disable=import-outside-toplevel
-    from tfrl.envs.protocol import make_env
-    from tfrl.ga3c import system
+    from tfrl.envs.make import make_env
     from tfrl.ga3c.agents import AgentPool
+    from tfrl.ga3c.network import make_network
     from tfrl.ga3c.predictor import Predictor
     from tfrl.ga3c.queues import Queues
     from tfrl.ga3c.workers import Worker
@@ -82,8 +82,8 @@ class RemoteRunner:
     self.slots = cfg.max_agents * cfg.envs_per_agent
     self.env = make_env(cfg.protocol, self.slots, spec.seed)
     shape = tuple(self.env.observation_shape)
-    self.network = system.make_network(cfg, self.env.num_actions, shape,
-                                       tf.as_dtype(spec.compute_dtype))
+    self.network = make_network(cfg, self.env.num_actions, shape,
+                                tf.as_dtype(spec.compute_dtype))
     self.network(tf.zeros((1,) + shape, self.env.observation_dtype))  # the variables
     self.version = tf.Variable(spec.version, dtype=tf.int64, trainable=False,
                                name="policy_version")

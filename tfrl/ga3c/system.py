@@ -29,11 +29,12 @@ from tfrl import precision
 from tfrl import profiling
 from tfrl import run_loop
 from tfrl import tf_checkpoints
-from tfrl.envs.protocol import make_env
+from tfrl.envs.make import make_env
 from tfrl.ga3c.adjuster import Bounds, DynamicAdjuster
 from tfrl.ga3c.agents import AgentPool
 from tfrl.ga3c.config import GA3CConfig
 from tfrl.ga3c.learner import Learner, LearnerConfig
+from tfrl.ga3c.network import make_network
 from tfrl.ga3c.predictor import Predictor
 from tfrl.ga3c.queues import Queues
 from tfrl.ga3c.remote_feed import RemoteFeed
@@ -44,21 +45,6 @@ from tfrl.layers import gst
 
 COUNTERS = ("env_steps", "episodes", "train_steps", "train_samples",
             "predictions", "prediction_batches")
-
-
-def make_network(config: GA3CConfig, num_actions: int, observation_shape,
-                 compute_dtype=tf.float32):
-  """The `--torso` conv net for image observations (the paper's by default), an MLP
-  otherwise."""
-  kwargs = {}
-  if config.layer_plan is not None:
-    kwargs["plan"] = config.layer_plan
-  if len(observation_shape) == 3:
-    torso = networks.CONV_TORSOS[config.torso](compute_dtype=compute_dtype, **kwargs)
-  else:
-    torso = networks.MLPTorso(list(config.hidden_sizes), compute_dtype=compute_dtype,
-                              **kwargs)
-  return networks.ActorCritic(num_actions, torso, **kwargs)
 
 
 def make_optimizer(config: GA3CConfig, learning_rate=None):
