@@ -69,11 +69,12 @@ _MAKE_ENV = ("from tfrl.envs import EnvProtocol, make_env; "
 _BUDGET_SECONDS = 840
 
 
-def _run(args, deadline, **kwargs):
-  """Runs `args`; fails with their output if they exit non-zero or outlive
-  `deadline` (time.monotonic()), when subprocess.run kills them."""
+def _run(args, deadline, extra_env=None, **kwargs):
+  """Runs `args` (with `extra_env` set); fails with their output if they exit
+  non-zero or outlive `deadline` (time.monotonic()), when subprocess.run kills them."""
   env = {k: v for k, v in os.environ.items()
-         if k not in ("PYTHONPATH", "PYTHONHOME") and not k.startswith("TFRL_")}
+         if k not in ("PYTHONPATH", "PYTHONHOME") and not k.startswith(("TFRL_", "PIP_"))}
+  env.update(extra_env or {})
   kwargs["timeout"] = max(deadline - time.monotonic(), 1.0)
   env["TF_CPP_MIN_LOG_LEVEL"] = "3"
   out = subprocess.run(args, env=env, capture_output=True, text=True, **kwargs)
@@ -250,8 +251,11 @@ class WheelTest(absltest.TestCase):
       self.assertNotIn(undeclared, declared)
     with open(os.path.join(site, "shared_dependencies.pth"), "w") as f:
       f.write(declared_packages(os.path.join(work, "shared"), declared) + "\n")
-    # With its requirements resolved (no --no-deps), from nothing but what is there.
-    _run([python, "-m", "pip", "install", "--no-index", f"{wheel}[{_EXTRA}]"], deadline)
+    # With its requirements resolved (no --no-deps), from nothing but what is
+    # there, under the lock as a user installs it (and no machine's pip config).
+    _run([python, "-m", "pip", "install", "--no-index", f"{wheel}[{_EXTRA}]"], deadline,
+         extra_env={"PIP_CONSTRAINT": os.path.join(_ROOT, "requirements.lock"),
+                    "PIP_CONFIG_FILE": os.devnull})
 
     elsewhere = os.path.join(work, "elsewhere")
     os.makedirs(elsewhere)
