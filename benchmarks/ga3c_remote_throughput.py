@@ -1,6 +1,6 @@
 """GA3C's training frames/s with Ray runners next to local agents, interleaved.
 
-    python benchmarks/ga3c_remote_throughput.py --preset=ga3c_pong_appo_v4 \
+    python benchmarks/ga3c_remote_throughput.py --preset=ga3c_pong \
         --runner_agents=8 --rounds=3 --seconds=120 --warmup=60 \
         --output=benchmarks/results/ga3c_remote_throughput_<machine>.json
 
@@ -44,7 +44,7 @@ from benchmarks import provenance  # pylint: disable=g-import-not-at-top
 from benchmarks.peers import quiet  # pylint: disable=g-import-not-at-top
 from benchmarks.peers import runs  # pylint: disable=g-import-not-at-top
 
-_PRESET = flags.DEFINE_string("preset", "ga3c_pong_appo_v4", "GA3C preset of every run.")
+_PRESET = flags.DEFINE_string("preset", "ga3c_pong", "GA3C preset of every run.")
 _ROUNDS = flags.DEFINE_integer("rounds", 3, "Interleaved rounds of local and remote.")
 _SECONDS = flags.DEFINE_float("seconds", 120.0, "Measured seconds per run.")
 _WARMUP = flags.DEFINE_float("warmup", 60.0, "Seconds of each run before the window.")

@@ -191,7 +191,7 @@ class RaceRecordTest(absltest.TestCase):
       self.assertTrue("versions" in side or "missing" in side, row)
       self.assertIn(side["repeat_action_probability"],
                     (0.0 if row == "sf_appo" else 0.25,), row)
-    self.assertIn("-m tfrl.ga3c --preset=ga3c_pong", sides["tfrl"]["command"])
+    self.assertIn("-m tfrl.ga3c --preset=ga3c_pong_v5", sides["tfrl"]["command"])
     self.assertIn("repeat_action_probability:0.25", sides["sb3_ppo"]["command"])
     self.assertIn("features_extractor_class", sides["sb3_a2c_ga3c_cnn"]["command"])
     self.assertIn("RMSpropTFLike", sides["sb3_a2c_ga3c_cnn"]["command"])

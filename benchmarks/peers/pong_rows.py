@@ -22,14 +22,16 @@ import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from tfrl import networks
+from tfrl import presets
+from tfrl.envs import game_ids
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PEERS_DIR = os.path.join(ROOT, "benchmarks", "peers")
 GYM_ID = "PongNoFrameskip-v4"
 FRAME_SKIP = 4
 PONG_ACTIONS = 6  # the minimal action set, on both sides
-PRESET_FILE = os.path.join(ROOT, "flags", "ga3c_pong.flags")
-TFRL_COMMAND = ("-m", "tfrl.ga3c", "--preset=ga3c_pong")
+PRESET = "ga3c_pong_v5"  # both sides under sticky actions: ALE/Pong-v5
+TFRL_COMMAND = ("-m", "tfrl.ga3c", f"--preset={PRESET}")
 SB3_PACKAGES = ("stable_baselines3", "rl_zoo3", "sb3_contrib", "torch", "gymnasium",
                 "ale-py", "numpy", "opencv-python")
 SF_PACKAGES = ("sample-factory", "torch", "gymnasium", "ale-py", "shimmy", "numpy",
@@ -100,12 +102,13 @@ class Row:
 
 
 def preset_repeat_action_probability() -> float:
-  """The sticky-action probability tfrl's preset trains with (0 if it sets none)."""
-  with open(PRESET_FILE) as f:
-    for line in f:
-      if line.startswith("--repeat_action_probability="):
-        return float(line.split("=", 1)[1])
-  return 0.0
+  """The sticky-action probability tfrl's preset trains with: its
+  --repeat_action_probability, else its game id's (ALE/Pong-v5: 0.25)."""
+  lines = presets.flag_lines(PRESET)
+  values = dict(line.lstrip("-").split("=", 1) for line in lines if "=" in line)
+  if "repeat_action_probability" in values:
+    return float(values["repeat_action_probability"])
+  return game_ids.parse_game(values["game"]).repeat_action_probability
 
 
 def _sb3_settings(algo: str, extractor: bool) -> dict:
@@ -123,7 +126,7 @@ def _sb3_settings(algo: str, extractor: bool) -> dict:
 
 ROWS: Dict[str, Row] = {
     "tfrl": Row("tfrl", None, GA3C_CNN, 4, {
-        "preset": "flags/ga3c_pong.flags (the appo learner: 8 agents x 4 envs, segments "
+        "preset": "flags/ga3c_pong_v5.flags (the appo learner: 8 agents x 4 envs, segments "
                   "of 32 steps, batches of 1,024 samples, 4 epochs x 4 minibatches, "
                   "Adam 5e-4)"}),
     "sb3_ppo": Row("sb3_ppo", "sb3", NATURE_CNN, 4, _sb3_settings("ppo", False)),

@@ -20,7 +20,7 @@ _BUILD = textwrap.dedent("""
     from absl import flags
     import ga3c_learners
     flags.FLAGS(["ga3c_learners", *sys.argv[1:]])
-    command = ga3c_learners.run_command("ga3c_pong_appo_v4", 0, "/nonexistent", False)
+    command = ga3c_learners.run_command("ga3c_pong", 0, "/nonexistent", False)
     # GA3C's own flag set reads the command, as the run would.
     for name in list(flags.FLAGS):
       delattr(flags.FLAGS, name)
