@@ -6,18 +6,23 @@ actions, no sticky actions. Frames are emulator frames (agent steps x 4).
   python benchmarks/env_throughput.py --num_envs=8 --seconds=10 --rounds=3
 
 Rows: the tfrl op env (eager, and a tf.function loop), ale-py's
-AtariVectorEnv (its C++ thread pool), envpool (sync and async, if it is
-installed: `pip install '.[bench]'`), a gymnasium Python loop with
-AtariPreprocessing, and the raw single-thread ALE loop (act every frame, grab
-the screen on the last two frames of a step: the per-core limit). Prints a
-table and writes JSON.
+AtariVectorEnv (its C++ thread pool), envpool (sync and async), a gymnasium
+Python loop with AtariPreprocessing, and the raw single-thread ALE loop (act
+every frame, grab the screen on the last two frames of a step: the per-core
+limit). Prints a table and writes JSON.
+
+envpool is a peer: it runs from its own virtualenv outside this repository
+(--envpool_venv; `benchmarks/peers/setup_peers.sh envpool` makes it), each of
+its rows a process of benchmarks/peers/envpool_atari.py with this run's game,
+emulators and seconds, which reports its frames/s as JSON. Without the venv
+its rows say so and the others run.
 """
 
 import json
 import os
 import platform
 import sys
-import time
+import tempfile
 
 from absl import app
 from absl import flags
@@ -26,6 +31,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import provenance  # pylint: disable=g-import-not-at-top
+from benchmarks.peers import frame_rate  # pylint: disable=g-import-not-at-top
+from benchmarks.peers import runs  # pylint: disable=g-import-not-at-top
 
 _NUM_ENVS = flags.DEFINE_integer("num_envs", 8, "Emulators per batched env.")
 _SECONDS = flags.DEFINE_float("seconds", 8.0, "Measuring time per row.")
@@ -35,17 +42,19 @@ _ROUNDS = flags.DEFINE_integer(
     "(robust when other processes share the machine).")
 _OUTPUT = flags.DEFINE_string("output", "env_throughput.json",
                               "Where to write the JSON results.")
+_ENVPOOL_VENV = flags.DEFINE_string("envpool_venv", "/work/peers/envpool",
+                                    "Virtualenv with envpool (the envpool rows' peer).")
 
 FRAME_SKIP = 4
+ENVPOOL_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers",
+                              "envpool_atari.py")
+ENVPOOL_PACKAGES = ("envpool", "envpool-assets", "gymnasium", "numpy")
+# Beyond the measured seconds: envpool's import, the env's start and warm-up step.
+ENVPOOL_START_SECONDS = 300
 
 
-def timed(step_fn, seconds):
-  """Runs step_fn (returns frames done) for about `seconds`; frames/s."""
-  step_fn()  # Warm up (tracing, thread start).
-  frames, start = 0, time.perf_counter()
-  while time.perf_counter() - start < seconds:
-    frames += step_fn()
-  return frames / (time.perf_counter() - start)
+class RowFailed(Exception):
+  """A row that gave no rate; the message says why."""
 
 
 def tfrl_eager(game, n, seconds):
@@ -57,7 +66,7 @@ def tfrl_eager(game, n, seconds):
   def step():
     env.step(rng.integers(env.num_actions, size=n, dtype=np.int32))
     return n * FRAME_SKIP
-  return timed(step, seconds)
+  return frame_rate.timed(step, seconds)
 
 
 def tfrl_graph(game, n, seconds):
@@ -78,7 +87,7 @@ def tfrl_graph(game, n, seconds):
   def step():
     run()
     return steps * n * FRAME_SKIP
-  return timed(step, seconds)
+  return frame_rate.timed(step, seconds)
 
 
 def ale_vector(game, n, seconds):
@@ -92,37 +101,39 @@ def ale_vector(game, n, seconds):
   def step():
     env.step(rng.integers(num_actions, size=n))
     return n * FRAME_SKIP
-  rate = timed(step, seconds)
+  rate = frame_rate.timed(step, seconds)
   env.close()
   return rate
 
 
-def envpool_rate(game, n, seconds, asynchronous):
-  import envpool  # pylint: disable=import-outside-toplevel
-  batch = max(1, n // 2) if asynchronous else n
-  env = envpool.make(f"{game}-v5", env_type="gymnasium", num_envs=n, batch_size=batch,
-                     num_threads=os.cpu_count(), repeat_action_probability=0.0,
-                     noop_max=30, episodic_life=False, reward_clip=False,
-                     img_height=84, img_width=84, stack_num=4, frame_skip=FRAME_SKIP)
-  num_actions = env.action_space.n
-  rng = np.random.default_rng(0)
-  if asynchronous:
-    env.async_reset()
+def envpool_rate(python, game, n, seconds, asynchronous):
+  """envpool's frames/s, from benchmarks/peers/envpool_atari.py run by `python`."""
+  with tempfile.TemporaryDirectory(prefix="tfrl_envpool_") as tmp:
+    result = os.path.join(tmp, "result.json")
+    cmd = [python, ENVPOOL_SCRIPT, f"--game={game}", f"--num_envs={n}",
+           f"--seconds={seconds:g}", f"--mode={'async' if asynchronous else 'sync'}",
+           f"--frame_skip={FRAME_SKIP}", f"--output={result}"]
+    done = runs.run_for(cmd, seconds + ENVPOOL_START_SECONDS, os.path.join(tmp, "out"),
+                        env=runs.peer_env())
+    try:
+      with open(result) as f:
+        return float(json.load(f)["frames_per_second"])
+    except (OSError, ValueError, KeyError) as e:
+      raise RowFailed(f"no rate (exit {done.returncode}, {done.how})\ncommand: "
+                      f"{' '.join(cmd)}\noutput tail:\n{done.tail(5)}") from e
 
-    def step():
-      *_, info = env.recv()
-      ids = info["env_id"]
-      env.send(rng.integers(num_actions, size=len(ids)), ids)
-      return len(ids) * FRAME_SKIP
-  else:
-    env.reset()
 
-    def step():
-      env.step(rng.integers(num_actions, size=n))
-      return n * FRAME_SKIP
-  rate = timed(step, seconds)
-  env.close()
-  return rate
+def envpool_side():
+  """The envpool venv's python (None when missing) and the record of the peer."""
+  python = os.path.join(_ENVPOOL_VENV.value, "bin", "python")
+  side = {"venv": _ENVPOOL_VENV.value, "script": "benchmarks/peers/envpool_atari.py"}
+  if not os.path.exists(python):
+    side["missing"] = (f"no {python}: benchmarks/peers/setup_peers.sh envpool makes it "
+                       "(--envpool_venv names another)")
+    print(f"envpool rows not run: {side['missing']}", flush=True)
+    return None, side
+  side["versions"] = runs.venv_versions(_ENVPOOL_VENV.value, ENVPOOL_PACKAGES)
+  return python, side
 
 
 def gymnasium_loop(game, seconds):
@@ -139,7 +150,7 @@ def gymnasium_loop(game, seconds):
     if terminated or truncated:
       env.reset()
     return FRAME_SKIP
-  return timed(step, seconds)
+  return frame_rate.timed(step, seconds)
 
 
 def raw_ale(game, seconds):
@@ -162,34 +173,40 @@ def raw_ale(game, seconds):
     if ale.game_over():
       ale.reset_game()
     return FRAME_SKIP
-  return timed(step, seconds)
+  return frame_rate.timed(step, seconds)
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   game, n, seconds = _GAME.value, _NUM_ENVS.value, _SECONDS.value
+  if _ROUNDS.value < 1:
+    raise app.UsageError(f"--rounds must be >= 1, got {_ROUNDS.value}")
   record = provenance.provenance()
   cores = os.cpu_count()
+  python, envpool = envpool_side()
   rows = [
       ("raw ALE loop, 1 thread", 1, lambda: raw_ale(game, seconds)),
       ("tfrl op env, eager", n, lambda: tfrl_eager(game, n, seconds)),
       ("tfrl op env, tf.function", n, lambda: tfrl_graph(game, n, seconds)),
       ("ale-py AtariVectorEnv", n, lambda: ale_vector(game, n, seconds)),
-      ("envpool sync", n, lambda: envpool_rate(game, n, seconds, False)),
-      ("envpool async", n, lambda: envpool_rate(game, n, seconds, True)),
+      ("envpool sync", n, lambda: envpool_rate(python, game, n, seconds, False)),
+      ("envpool async", n, lambda: envpool_rate(python, game, n, seconds, True)),
       ("gymnasium loop + AtariPreprocessing", 1, lambda: gymnasium_loop(game, seconds)),
   ]
-  if _ROUNDS.value < 1:
-    raise app.UsageError(f"--rounds must be >= 1, got {_ROUNDS.value}")
-  results = [dict(name=name, num_envs=envs, frames_per_second=None, rounds=[], error=None)
-             for name, envs, _ in rows]
+  not_run = {} if python else {"envpool sync": "no envpool venv",
+                                "envpool async": "no envpool venv"}
+  results = [dict(name=name, num_envs=envs, frames_per_second=None, rounds=[],
+                  error=not_run.get(name)) for name, envs, _ in rows]
   for round_index in range(_ROUNDS.value):
     for result, (name, _, run) in zip(results, rows):
+      if name in not_run:
+        continue
       try:
         rate = run()
-      except ImportError as e:  # envpool is optional.
-        result["error"] = f"not installed ({e.name})"
+      except RowFailed as e:
+        result["error"] = str(e)
+        print(f"  round {round_index}: {name}: {e}", flush=True)
         continue
       result["rounds"].append(rate)
       result["frames_per_second"] = max(result["rounds"])
@@ -205,7 +222,7 @@ def main(argv):
   for r in results:
     rate = r["frames_per_second"]
     if rate is None:
-      print(f"{r['name']:40s} {r['num_envs']:5d} {r['error']:>10s}")
+      print(f"{r['name']:40s} {r['num_envs']:5d} {r['error'].splitlines()[0]}")
       continue
     vs_envpool = f"{rate / envpool_async:.2f}x" if envpool_async else "-"
     print(f"{r['name']:40s} {r['num_envs']:5d} {rate:10.0f} {vs_envpool:>16s} "
@@ -214,7 +231,7 @@ def main(argv):
   with open(_OUTPUT.value, "w") as f:
     json.dump(dict(provenance=record, game=game, cores=cores, machine=platform.machine(),
                    processor=platform.processor(), seconds_per_row=seconds,
-                   rounds=_ROUNDS.value,
+                   rounds=_ROUNDS.value, envpool=envpool,
                    results=results), f, indent=2)
   print(f"\nwrote {_OUTPUT.value}")
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Creates the race peers' virtualenvs OUTSIDE the repository, each with exact pins:
+# Creates the peers' virtualenvs OUTSIDE the repository, each with exact pins:
 #
-#   benchmarks/peers/setup_peers.sh [sb3] [sf] [evotorch] [cleanrl]   # default: all four
+#   benchmarks/peers/setup_peers.sh [sb3] [sf] [evotorch] [cleanrl] [envpool]   # default: all
 #
 #   PEERS_DIR (default /work/peers): where the venvs go: $PEERS_DIR/sb3, /sf, /evotorch,
-#     /cleanrl, the defaults of race_pong.py's --sb3_venv / --sf_venv, race_mujoco.py's
-#     --evotorch_venv and race_td3.py's --sb3_venv / --cleanrl_venv.
+#     /cleanrl, /envpool, the defaults of race_pong.py's --sb3_venv / --sf_venv,
+#     race_mujoco.py's --evotorch_venv, race_td3.py's --sb3_venv / --cleanrl_venv and
+#     env_throughput.py's --envpool_venv.
 #   CLEANRL_REPO (default https://github.com/vwxyzjn/cleanrl): cloned at CLEANRL_COMMIT
 #     into $PEERS_DIR/cleanrl/src; CleanRL is run from its checkout, as its users run it,
 #     with its own pins (gymnasium 0.29.1, mujoco 2.3.3, numpy 1.26) but the CPU torch
@@ -13,9 +14,11 @@
 #   PYTHON (default python3.11): the interpreter each venv is made from.
 #
 # The pins are the versions the races ran (benchmarks/results/race_*.json record
-# them per run). torch 2.13.0 is its CPU build where a wheel of it lies on disk
-# (pip's find-links); elsewhere add `--index-url https://download.pytorch.org/whl/cpu`
-# to PIP_EXTRA or pip takes a CUDA build of several GB.
+# them per run); envpool's is the one env_throughput.py's results were measured
+# with (its Atari ROMs come with its envpool-assets dependency). torch 2.13.0 is
+# its CPU build where a wheel of it lies on disk (pip's find-links); elsewhere add
+# `--index-url https://download.pytorch.org/whl/cpu` to PIP_EXTRA or pip takes a
+# CUDA build of several GB.
 #
 # Sample Factory's Atari extra pins gymnasium 0.29.1 / ale-py 0.8.1, whose ROMs
 # come from AutoROM's download; instead Pong's ROM is taken from the ale-py 0.12.1
@@ -37,6 +40,7 @@ EVOTORCH_PINS=("$TORCH" "evotorch==0.6.1" "gymnasium[mujoco]==1.4.0" "mujoco==4.
                "ray==2.60.0" "numpy==2.4.6")
 CLEANRL_PINS=("$TORCH" "gymnasium[mujoco]==0.29.1" "mujoco==2.3.3" "numpy==1.26.4"
               "tyro==0.9.2" "tensorboard==2.20.0")
+ENVPOOL_PINS=("envpool==1.2.5" "envpool-assets==0.3.0" "gymnasium==1.4.0" "numpy==2.4.6")
 CLEANRL_REPO=${CLEANRL_REPO:-https://github.com/vwxyzjn/cleanrl}
 CLEANRL_COMMIT=fe8d8a03
 PONG_ROM_MD5=60e0ea3cbe0913d39803477945e9e5ec
@@ -52,7 +56,7 @@ make_venv() {  # NAME PIN...
   # shellcheck disable=SC2086
   "$venv/bin/pip" install --disable-pip-version-check -q $PIP_EXTRA "$@"
   echo "$venv ($("$venv/bin/python" --version)):" $("$venv/bin/pip" freeze 2>/dev/null \
-      | grep -iE '^(torch|stable.baselines3|rl.zoo3|sb3.contrib|sample.factory|evotorch|gymnasium|ale.py|shimmy|mujoco|ray|numpy|tyro)==')
+      | grep -iE '^(torch|stable.baselines3|rl.zoo3|sb3.contrib|sample.factory|evotorch|envpool|envpool.assets|gymnasium|ale.py|shimmy|mujoco|ray|numpy|tyro)==')
 }
 
 import_pong_rom() {  # Pong's ROM for ale-py 0.8.1, from the ale-py 0.12.1 wheel
@@ -84,7 +88,7 @@ clone_cleanrl() {  # CleanRL's scripts, outside the repository, at the pinned co
 }
 
 peers=("$@")
-[ ${#peers[@]} -gt 0 ] || peers=(sb3 sf evotorch cleanrl)
+[ ${#peers[@]} -gt 0 ] || peers=(sb3 sf evotorch cleanrl envpool)
 mkdir -p "$PEERS_DIR"
 for peer in "${peers[@]}"; do
   case "$peer" in
@@ -92,7 +96,9 @@ for peer in "${peers[@]}"; do
     sf) make_venv sf "${SF_PINS[@]}"; import_pong_rom;;
     evotorch) make_venv evotorch "${EVOTORCH_PINS[@]}";;
     cleanrl) make_venv cleanrl "${CLEANRL_PINS[@]}"; clone_cleanrl;;
-    *) echo "setup_peers.sh: unknown peer '$peer'; peers are sb3, sf, evotorch, cleanrl" >&2
+    envpool) make_venv envpool "${ENVPOOL_PINS[@]}";;
+    *) echo "setup_peers.sh: unknown peer '$peer'; peers are sb3, sf, evotorch, cleanrl," \
+            "envpool" >&2
        exit 2;;
   esac
 done
