@@ -19,12 +19,11 @@ gymnasium's renderer (`tfrl.envs.protocol.implementation`).
 import dataclasses
 from typing import Optional
 
-import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 from gymnasium.utils import seeding
 
-from tfrl.envs.gym_env import check_reset_seeds, slot_seed
+from tfrl.envs.gym_batch import GymBatch, check_reset_seeds, slot_seed
 from tfrl.envs.gym_make import make_gymnasium
 
 
@@ -51,7 +50,7 @@ def ops_available() -> bool:
   return True
 
 
-class MujocoEnv:
+class MujocoEnv(GymBatch):
   """`num_envs` simulations of one MuJoCo task behind TF ops, with `GymEnv`'s
   interface and episodes (see the module docstring); auto-resetting unless
   `auto_reset=False`. `max_episode_steps` truncates on top of the id's own
@@ -62,12 +61,12 @@ class MujocoEnv:
     from tfrl.ops import mujoco as mujoco_ops  # pylint: disable=import-outside-toplevel
     if env_id not in TASKS:
       raise ValueError(f"MujocoEnv serves {sorted(TASKS)}, not '{env_id}'.")
-    if not isinstance(num_envs, int) or num_envs < 1:
-      raise ValueError(f"num_envs must be a positive int, got {num_envs!r}.")
+    super().__init__(env_id, num_envs, seed, auto_reset)
     self._ops = mujoco_ops
     self._task = TASKS[env_id]
     # One gymnasium env: the spaces, the model file, the initial state.
     reference = make_gymnasium(env_id)
+    self._set_spaces(reference)
     unwrapped = reference.unwrapped
     limits = [n for n in (reference.spec.max_episode_steps, max_episode_steps) if n]
     self._init_qpos = unwrapped.init_qpos.copy()
@@ -75,25 +74,8 @@ class MujocoEnv:
     self._handle = mujoco_ops.env_create(
         model_path=unwrapped.fullpath, task=self._task.name, num_envs=num_envs,
         frame_skip=unwrapped.frame_skip, max_episode_steps=min(limits, default=0))
-    self.env_id = env_id
-    self.num_envs = num_envs
-    self.auto_reset = auto_reset
-    self.observation_space = reference.observation_space
-    self.action_space = reference.action_space
-    self.observation_shape = tuple(self.observation_space.shape)
-    self.observation_dtype = tf.as_dtype(self.observation_space.dtype)
-    self.num_actions = None
-    self.action_shape = tuple(self.action_space.shape)
-    self.action_dtype = tf.float32
-    self.render_mode = None
     reference.close()
-    self._seed = seed
     self._rngs = [None] * num_envs  # gymnasium's np_random of each slot
-
-  def _indices(self, indices):
-    if indices is None:
-      return tf.range(self.num_envs, dtype=tf.int32)
-    return tf.convert_to_tensor(indices, tf.int32)
 
   def _initial_state(self, rng: np.random.Generator):
     """The episode start gymnasium's reset_model draws from `rng`."""
@@ -126,16 +108,7 @@ class MujocoEnv:
     return (np.asarray(chosen, np.int32), shape(qpos, self._init_qpos.size),
             shape(qvel, self._init_qvel.size))
 
-  def reset(self, indices=None, only_played: bool = False, seeds=None) -> tf.Tensor:
-    """Resets the slots in `indices` (all by default); returns their observations.
-
-    As `GymEnv.reset`: with `only_played`, slots still at the start of an
-    episode they have not stepped in keep it; `seeds` (one int in [0, 2^31)
-    per index) seeds each slot's new episode.
-    """
-    indices = self._indices(indices)
-    seeds = (tf.zeros([0], tf.int64) if seeds is None
-             else tf.convert_to_tensor(seeds, tf.int64))
+  def _reset(self, indices, seeds, only_played):
     _, played = self._ops.observe(self._handle, indices)
     chosen, qpos, qvel = tf.numpy_function(
         lambda i, s, p: self._np_starts(i, s, p, only_played), [indices, seeds, played],
@@ -143,20 +116,11 @@ class MujocoEnv:
     first = self._ops.reset(self._handle, chosen, qpos, qvel)
     with tf.control_dependencies([first]):
       obs, _ = self._ops.observe(self._handle, indices)
-    obs.set_shape([None] + list(self.observation_shape))
     return obs
 
-  def step(self, actions, indices=None):
-    """Steps the slots in `indices`; returns (obs, reward, terminated, truncated).
-
-    Finished slots are reset at once (with auto_reset): their returned
-    observation is the first one of the next episode.
-    """
-    indices = self._indices(indices)
-    actions = tf.reshape(tf.convert_to_tensor(actions, tf.float32),
-                         [-1] + list(self.action_shape))
+  def _step(self, actions, indices):
+    actions = tf.reshape(actions, [-1] + list(self.action_shape))
     obs, reward, terminated, truncated = self._ops.step(self._handle, indices, actions)
-    obs.set_shape([None] + list(self.observation_shape))
     if self.auto_reset:
       done = terminated | truncated
       obs = tf.cond(tf.reduce_any(done),
