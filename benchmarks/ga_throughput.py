@@ -166,7 +166,7 @@ def ga_generation(algo):
 def preset_cells(preset, extra):
   """(env-only env, {name: algorithm}, setup) of a preset: its env protocol and
   slots for env-only (with auto-reset), its own algorithm for the other row."""
-  from tfrl.envs import protocol as protocol_lib  # pylint: disable=import-outside-toplevel
+  from tfrl.envs.make import make_env  # pylint: disable=import-outside-toplevel
   kind, config = preset_runs.config(preset, extra)
   if not config.env.is_atari:
     raise app.UsageError(f"--preset={preset} plays {config.env.env}, not an Atari game: "
@@ -175,7 +175,7 @@ def preset_cells(preset, extra):
     raise app.UsageError("--preset measures the local evaluator: drop --ray_address.")
   setup, algorithm = preset_runs.build(config)
   spec = setup.spec
-  env = protocol_lib.make_env(config.env, spec.num_envs, spec.env_seed)
+  env = make_env(config.env, spec.num_envs, spec.env_seed)
   print(f"preset={preset} ({kind}) {setup.evaluator.describe()} | "
         f"{setup.layout.describe()} | cpus={os.cpu_count()}", flush=True)
   algorithm.step()  # warm-up generation: tracing, the first population's weights

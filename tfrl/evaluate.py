@@ -34,7 +34,8 @@ from tfrl import cli
 from tfrl import flagconfig
 from tfrl import recording
 from tfrl.envs import episodes as episodes_lib
-from tfrl.envs.protocol import EnvProtocol, make_env
+from tfrl.envs.make import make_env
+from tfrl.envs.protocol import EnvProtocol
 
 # What tests and scripts used from here before the recording moved out.
 RECORD_FORMATS, VIDEO_EXTRA = recording.RECORD_FORMATS, recording.VIDEO_EXTRA

@@ -18,7 +18,8 @@ from absl import logging
 import numpy as np
 
 from tfrl import atomic_files
-from tfrl.envs.protocol import EnvProtocol, make_env
+from tfrl.envs.make import make_env
+from tfrl.envs.protocol import EnvProtocol
 
 RECORD_FORMATS = (".gif", ".mp4")
 VIDEO_EXTRA = "pip install 'tfrl[video]' (imageio-ffmpeg)"
@@ -118,8 +119,8 @@ def make_viewer(protocol: EnvProtocol, seed: int, view: str) -> Viewer:
   if view == "agent":
     return Viewer(make_env(protocol, 1, seed, auto_reset=False), view, observation_frame)
   if _is_mujoco(protocol.env):
-    from tfrl.envs import gym_env  # pylint: disable=import-outside-toplevel
-    env = RemoteEnv(protocol.env, protocol.max_episode_steps, gym_env.slot_seed(seed, 0))
+    from tfrl.envs import gym_batch  # pylint: disable=import-outside-toplevel
+    env = RemoteEnv(protocol.env, protocol.max_episode_steps, gym_batch.slot_seed(seed, 0))
     return Viewer(env, view, observation_frame, render=env.render)
   env = make_env(protocol, 1, seed, auto_reset=False, render_mode="rgb_array")
   return Viewer(env, view, observation_frame, render=lambda: env.render(0))

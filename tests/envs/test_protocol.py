@@ -148,10 +148,11 @@ class MakeEnvTest(tf.test.TestCase):
     self.assertEqual(EnvProtocol(game="pong", max_episode_frames=0).ale_frame_cap, 0)
 
   def test_an_evaluation_never_checks_the_kernel_isa(self):
-    # make_env only asks for the build: a process that never loads the
-    # population kernels (an evaluation of a policy trained elsewhere) plays
-    # on; one whose kernels run chooses it (as neuroevolution's run identity
-    # does), and a build this library cannot run is refused then, in one line.
+    # Only the code that runs the population kernels asks for the build
+    # (neuroevolution's evaluator): a process that never loads them (an
+    # evaluation of a policy trained elsewhere) plays on; one whose kernels
+    # run chooses it (as neuroevolution's run identity does), and a build this
+    # library cannot run is refused then, in one line.
     code = ("from tfrl.envs import EnvProtocol, make_env\n"
             "from tfrl.ops import population\n"
             "p = EnvProtocol(env='CartPole-v1', kernel_isa='amx')\n"

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from tfrl import networks
 from tfrl.envs import EnvProtocol
-from tfrl.envs.protocol import make_env
+from tfrl.envs.make import make_env
 from tfrl.ga3c import learner as learner_lib
 from tfrl.ga3c.agents import AgentPool
 from tfrl.ga3c.predictor import Predictor

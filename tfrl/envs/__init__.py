@@ -1,12 +1,13 @@
 """Batched environments with one interface: reset(indices) / step(actions, indices).
 
-`EnvProtocol` says how an env is made and `make_env` makes it (see
-`tfrl/envs/protocol.py`); `play_episodes` plays a policy on one
+`EnvProtocol` says what an env is (`tfrl/envs/protocol.py`) and `make_env`
+makes it (`tfrl/envs/make.py`); `play_episodes` plays a policy on one
 (`tfrl/envs/episodes.py`).
 """
 
 from tfrl.envs.episodes import play_episodes
-from tfrl.envs.protocol import EnvProtocol, make_env
+from tfrl.envs.make import make_env
+from tfrl.envs.protocol import EnvProtocol
 
 __all__ = ["GymEnv", "AtariEnv", "AtariVectorEnv", "EnvProtocol", "make_env",
            "play_episodes"]

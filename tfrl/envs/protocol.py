@@ -1,4 +1,5 @@
-"""How an env is made: one protocol for every entry point, and the one `make_env`.
+"""What an env is: one protocol for every entry point (`make_env`, in
+`tfrl/envs/make.py`, makes its env).
 
     protocol = EnvProtocol(game="ALE/Pong-v5")          # or EnvProtocol(env="CartPole-v1")
     env = make_env(protocol, num_envs=16, seed=0)       # AtariEnv or GymEnv
@@ -32,9 +33,11 @@ What runs, also fields (and recorded as what ran):
     play the same episodes bit for bit (tests/envs/test_mujoco_env.py).
   * `kernel_isa`: the ISA build the population kernels (neuroevolution's
     networks) run, `tfrl.ops.population.select_isa`: auto (the widest this
-    CPU runs), amx, avx512, avx2, sse or portable. `make_env` asks for it, and
-    it is applied when the population library loads, so a process that never
-    runs those kernels (an evaluation) never checks it against its CPU.
+    CPU runs), amx, avx512, avx2, sse or portable. Neuroevolution's
+    evaluator asks for it when it builds its population network
+    (`tfrl.neuroevolution.worker.build_local`), and it is applied when the
+    population library loads, so a process that never runs those kernels (an
+    evaluation) never checks it against its CPU.
 `resolved()` writes out what auto chose; `identity()` (what a checkpoint
 records) and an exported policy's metadata hold the resolved values. The
 environment variables that still change what runs are documented overrides
@@ -43,7 +46,6 @@ environment variables that still change what runs are documented overrides
 
 import dataclasses
 import json
-import re
 from typing import Any, Dict, Mapping, Optional, Union
 
 from tfrl import flagconfig
@@ -173,7 +175,7 @@ class EnvProtocol:
       changes["repeat_action_probability"] = implied or 0.0
     if self.env_implementation == "auto":
       changes["env_implementation"] = implementation(self)
-    isa = _kernel_isa(self.kernel_isa, choose=False)
+    isa = _kernel_isa(self.kernel_isa)
     if isa != self.kernel_isa:
       changes["kernel_isa"] = isa
     return dataclasses.replace(self, **changes) if changes else self
@@ -254,66 +256,8 @@ def implementation(protocol: EnvProtocol, **overrides) -> str:
   return "gymnasium"
 
 
-def _kernel_isa(asked: str, choose: bool) -> str:
-  """The population kernels' build for `asked`: with `choose`, chosen now (the
-  library loaded) if it is built; otherwise the chosen one only if this process
-  has loaded the library, else `asked`."""
+def _kernel_isa(asked: str) -> str:
+  """The population kernels' build: the one chosen if this process has loaded
+  their library, else `asked`."""
   from tfrl.ops import population  # pylint: disable=import-outside-toplevel
-  if population.loaded() or (choose and population.have_op()):
-    return population.select_isa(asked)
-  return asked
-
-
-def make_env(protocol: EnvProtocol, num_envs: int, seed: int = 0, *,
-             auto_reset: bool = True, enforce_frame_cap: bool = True, **overrides):
-  """The batched env of `protocol`: `AtariEnv` for a game, `GymEnv` for an env id,
-  or `MujocoEnv` (the same episodes, stepped by the MuJoCo ops) where
-  `env_implementation` picks the ops (`implementation`).
-
-  Args:
-    protocol: the `EnvProtocol`.
-    num_envs: slots.
-    seed: slot i's env is seeded from (seed, i).
-    auto_reset: start a new episode in a slot as soon as one ends.
-    enforce_frame_cap: False: the caller ends episodes at the protocol's frame
-      cap itself (the population evaluator); the env keeps only its own limit.
-    **overrides: the env's own settings that are not part of the protocol
-      (Atari's screen: `screen_size`, `grayscale`, `max_pool`, `stack`;
-      gymnasium's `render_mode`).
-
-  Raises:
-    ValueError: one line naming an unknown or unusable game or env, or ops
-      that do not serve it.
-    ImportError: the ops it needs are not built (how to build them).
-  """
-  from tfrl.ops import population  # pylint: disable=import-outside-toplevel
-  population.request_isa(protocol.kernel_isa)  # applied if the kernels ever load
-  steps = protocol.max_episode_steps if enforce_frame_cap else None
-  if not protocol.is_atari:
-    # pylint: disable=import-outside-toplevel
-    from tfrl.envs import mujoco_env
-    from tfrl.envs.gym_env import GymEnv
-    if implementation(protocol, **overrides) == "ops":
-      # The same episodes as GymEnv's, stepped in C++ (tfrl/envs/mujoco_env.py).
-      return mujoco_env.MujocoEnv(protocol.env, num_envs, seed=seed, auto_reset=auto_reset,
-                                  max_episode_steps=steps)
-    try:
-      return GymEnv(protocol.env, num_envs, seed=seed, auto_reset=auto_reset,
-                    max_episode_steps=steps, **overrides)
-    except ValueError as e:
-      raise ValueError(f"unknown or unusable --env={protocol.env}: "
-                       f"{str(e).splitlines()[0]}") from None
-  # Imported here: it needs the compiled ALE ops (an ImportError that says how
-  # to build them), which gymnasium envs do not.
-  from tfrl.envs.atari_env import AtariEnv  # pylint: disable=import-outside-toplevel
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  try:
-    return AtariEnv(protocol.resolved(), num_envs, seed=seed, auto_reset=auto_reset,
-                    enforce_frame_cap=enforce_frame_cap, **overrides)
-  except (ValueError, RuntimeError) as e:
-    message = str(e)
-  except tf.errors.OpError as e:
-    message = e.message  # a missing ROM, with the op's context in {{...}}
-  message = re.sub(r"^\{\{[^}]*\}\}\s*", "", (message.strip().splitlines() or ["?"])[0])
-  raise ValueError(f"unknown or unusable --game={protocol.game}: "
-                   f"{message.split('; available')[0][:300]}")
+  return population.select_isa(asked) if population.loaded() else asked

@@ -11,7 +11,8 @@ else gymnasium's env), so training plays the implementation evaluation plays.
 
 import numpy as np
 
-from tfrl.envs.protocol import EnvProtocol, make_env
+from tfrl.envs.make import make_env
+from tfrl.envs.protocol import EnvProtocol
 
 
 class SingleEnv:

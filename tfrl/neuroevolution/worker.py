@@ -9,13 +9,15 @@ paths cannot drift apart.
 import dataclasses
 from typing import Optional
 
-from tfrl.envs.protocol import EnvProtocol, make_env
+from tfrl.envs.make import make_env
+from tfrl.envs.protocol import EnvProtocol
 from tfrl.neuroevolution import evaluation
 from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import genome as genome_lib
 from tfrl.neuroevolution import heads
 from tfrl.neuroevolution import noise as noise_lib
 from tfrl.neuroevolution import population_net
+from tfrl.ops import population as population_ops
 
 
 def make_worker_env(protocol: EnvProtocol, num_envs: int, seed: int):
@@ -63,6 +65,9 @@ class WorkerSpec:
 def build_local(spec: WorkerSpec, table: Optional[noise_lib.NoiseTable] = None
                 ) -> evaluators.LocalEvaluator:
   """The env, population network, parent cache and evaluator of `spec`."""
+  # The protocol's build of the population kernels, applied before this
+  # process runs any of them (when their library loads, or at once).
+  population_ops.request_isa(spec.env.kernel_isa)
   env = make_worker_env(spec.env, spec.num_envs, spec.env_seed)
   if table is None:
     table = noise_lib.NoiseTable(spec.noise_seed, spec.noise_size)

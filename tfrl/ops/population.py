@@ -108,8 +108,9 @@ def select_isa(isa: str = "auto") -> str:
 
 def request_isa(isa: str) -> None:
   """Asks for build `isa` without loading the library: applied when it loads
-  (at once if it is loaded). What `make_env` does with --kernel_isa, so that
-  a process that never runs a population kernel (an evaluation) never
+  (at once if it is loaded). What neuroevolution's evaluator does with the
+  env protocol's --kernel_isa (`tfrl.neuroevolution.worker.build_local`), so
+  that a process that never runs a population kernel (an evaluation) never
   checks the build against its CPU."""
   if isa not in KERNEL_ISAS:
     raise ValueError(f"--kernel_isa must be one of {', '.join(KERNEL_ISAS)}, got {isa!r}.")

@@ -38,7 +38,7 @@ from tfrl import layers as tl
 from tfrl import run_loop
 from tfrl import tf_checkpoints
 from tfrl.envs.episodes import play_episodes
-from tfrl.envs.protocol import make_env
+from tfrl.envs.make import make_env
 from tfrl.layers import gst
 from tfrl.layers import spec as spec_lib
 from tfrl.td3 import checkpoints as checkpoints_lib
