@@ -11,11 +11,13 @@ layout; frames counted after a warm-up. Frames are emulator frames (env
 steps x frame skip). Prints a table and writes JSON.
 """
 
+import dataclasses
 import json
 import os
 import platform
 import sys
 import tempfile
+import threading
 import time
 
 from absl import app
@@ -26,8 +28,9 @@ import tensorflow as tf
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import provenance  # pylint: disable=g-import-not-at-top
+from tfrl import run_loop  # pylint: disable=g-import-not-at-top
 from tfrl.envs import AtariEnv, EnvProtocol  # pylint: disable=g-import-not-at-top
-from tfrl.ga3c import GA3C, GA3CConfig  # pylint: disable=g-import-not-at-top
+from tfrl.ga3c import GA3CConfig, build  # pylint: disable=g-import-not-at-top
 
 _GAME = flags.DEFINE_string("game", "PongNoFrameskip-v4", "Atari game.")
 _SECONDS = flags.DEFINE_float("seconds", 60.0, "Measured seconds per mode.")
@@ -75,21 +78,26 @@ def training_fps(game, agents, envs_per_agent, seconds, warmup, precision):
       learning_rate=7e-4, rmsprop_epsilon=1e-5, loss_reduction="mean",
       grad_clip_norm=0.5, logdir=logdir, checkpoint_every=0, stats_every=10,
       max_seconds=warmup + seconds, precision=precision)
-  system = GA3C(config)
-  marks = {}
+  job = build(config)
+  marks, made = {}, {}
 
-  import threading  # pylint: disable=import-outside-toplevel
-
-  def measure():
+  def measure(system):
     time.sleep(warmup)
     marks["start"] = (time.time(), system.counter_values())
     time.sleep(seconds)
     marks["end"] = (time.time(), system.counter_values())
 
-  meter = threading.Thread(target=measure, daemon=True)
-  meter.start()
-  system.run()
-  meter.join(5)
+  def make():
+    """The run's system, measured from a thread of its own."""
+    system = job.make()
+    meter = threading.Thread(target=measure, args=(system,), daemon=True)
+    meter.start()
+    made.update(system=system, meter=meter)
+    return system
+
+  run_loop.run(dataclasses.replace(job, make=make))
+  system = made["system"]
+  made["meter"].join(5)
   (t0, c0), (t1, c1) = marks["start"], marks.get("end", (time.time(),
                                                           system.counter_values()))
   dt = t1 - t0

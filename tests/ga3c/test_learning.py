@@ -2,8 +2,10 @@
 
 import tensorflow as tf
 
+from tfrl import run_loop
 from tfrl.envs import EnvProtocol
-from tfrl.ga3c import GA3C, GA3CConfig
+from tfrl.ga3c import GA3CConfig
+from tfrl.ga3c import system
 
 MAX_FRAMES = 250_000
 
@@ -15,7 +17,7 @@ def _train(seed, logdir):
       loss_reduction="mean", rmsprop_epsilon=1e-5, entropy_beta=0.01,
       hidden_sizes=(64, 64), score_window=20, target_score=195.0,
       max_frames=MAX_FRAMES, logdir=logdir, checkpoint_every=0, stats_every=10)
-  return GA3C(config).run()
+  return run_loop.run(system.build(config))
 
 
 class CartPoleLearningTest(tf.test.TestCase):

@@ -23,13 +23,14 @@ import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
 from tests.cpu_features import cpu_flags
+from tests.ga3c import runs
 from tfrl import export
 from tfrl import layers as tl
 from tfrl import networks
 from tfrl import optimizers
 from tfrl import precision
 from tfrl.envs.protocol import EnvProtocol
-from tfrl.ga3c import GA3C, GA3CConfig
+from tfrl.ga3c import GA3CConfig
 from tfrl.ga3c.learner import Learner, LearnerConfig
 from tfrl.ga3c.predictor import Predictor
 from tfrl.ga3c.queues import Queues
@@ -328,12 +329,11 @@ class RunReportTest(tf.test.TestCase):
   def test_short_pong_run_reports_the_precision_it_ran(self):
     expected = "bfloat16" if {"avx512_bf16", "amx_bf16"} & cpu_flags() else "float32"
     logdir = self.get_temp_dir()
-    system = GA3C(GA3CConfig(
+    system, summary = runs.run(GA3CConfig(
         protocol=EnvProtocol(game="PongNoFrameskip-v4"), agents=2, max_agents=2, envs_per_agent=2,
         prediction_batch_size=4, training_min_batch_size=10, logdir=logdir,
         checkpoint_every=0, stats_every=100, max_frames=800, precision="auto",
         jit_compile_train=True))
-    summary = system.run()
     self.assertGreater(summary["train_steps"], 0)
     report = summary["precision"]
     self.assertEqual(report["requested"], "auto")

@@ -6,16 +6,17 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 
 import tensorflow as tf
 
 from tfrl.envs import EnvProtocol
-from tfrl.ga3c import GA3C, GA3CConfig
-
+from tfrl.ga3c import GA3CConfig
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, _ROOT)
+
+from tests.ga3c import runs  # pylint: disable=g-import-not-at-top
 
 
 class ProfileTest(tf.test.TestCase):
@@ -27,16 +28,13 @@ class ProfileTest(tf.test.TestCase):
         protocol=EnvProtocol(game="PongNoFrameskip-v4"), agents=2, max_agents=2,
         envs_per_agent=2, prediction_batch_size=4, t_max=5, logdir=logdir, checkpoint_every=0,
         stats_every=100, profile_steps=(1, 4), max_seconds=120)
-    system = GA3C(config)
-    runner = threading.Thread(target=system.run, daemon=True)
-    runner.start()
+    run = runs.Background(config)
+    run.start()
     pattern = os.path.join(logdir, "profile", "plugins", "profile", "*", "*.xplane.pb")
     deadline = time.time() + 120
     while not glob.glob(pattern) and time.time() < deadline:
       time.sleep(0.2)
-    system.stop()  # the trace is complete once the run has ended
-    runner.join(60)
-    self.assertFalse(runner.is_alive())
+    run.stop()  # the trace is complete once the run has ended
     traces = glob.glob(pattern)
     self.assertNotEmpty(traces, "no .xplane.pb trace written")
     data = b"".join(open(p, "rb").read() for p in traces)

@@ -1,15 +1,21 @@
 """GA3C queues close cleanly: blocked loops wake up, no thread is left hanging."""
 
+import os
+import sys
 import threading
 import time
 
 import tensorflow as tf
 
 from tfrl.envs import EnvProtocol, GymEnv
-from tfrl.ga3c import GA3C, GA3CConfig
+from tfrl.ga3c import GA3CConfig
 from tfrl.ga3c.predictor import Predictor
 from tfrl.ga3c.queues import QUEUE_CLOSED_ERRORS, Queues
 from tfrl.ga3c.trainer import Trainer
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__)))))
+from tests.ga3c import runs  # pylint: disable=g-import-not-at-top
 
 
 def _call_in_thread(fn):
@@ -112,20 +118,17 @@ class SystemShutdownTest(tf.test.TestCase):
         trainers=2, logdir=self.get_temp_dir(), checkpoint_every=0,
         stats_every=0.5, training_min_batch_size=20, loss_reduction="mean",
         learning_rate=1e-3, rmsprop_epsilon=1e-5)
-    system = GA3C(config)
-    runner = threading.Thread(target=system.run, daemon=True)
-    runner.start()
+    run = runs.Background(config)
+    system = run.start()
     deadline = time.time() + 60
     while system.counter_values()["train_steps"] < 20 and time.time() < deadline:
       time.sleep(0.1)
     self.assertGreaterEqual(system.counter_values()["train_steps"], 20)
-    system.stop()
-    runner.join(30)
-    self.assertFalse(runner.is_alive())
+    summary = run.stop(timeout=30)
     alive = [t.name for t in threading.enumerate()
              if t.name.startswith(("agent_", "predictor_", "trainer_"))]
     self.assertEqual(alive, [])
-    self.assertIn("checkpoint", system.summary)
+    self.assertIn("checkpoint", summary)
 
   def test_dynamic_adjustment_changes_worker_counts(self):
     config = GA3CConfig(
@@ -133,27 +136,27 @@ class SystemShutdownTest(tf.test.TestCase):
         trainers=1, max_predictors=2, max_trainers=2, dynamic_adjustment=True,
         adjustment_period=0.3, logdir=self.get_temp_dir(),
         checkpoint_every=0, stats_every=100)
-    system = GA3C(config)
     seen = []
-    orig = system.set_worker_count
 
-    def spy(kind, n):
-      seen.append((kind, n))
-      orig(kind, n)
+    def spy_on(system):
+      orig = system.set_worker_count
 
-    system.set_worker_count = spy
-    runner = threading.Thread(target=system.run, daemon=True)
-    runner.start()
+      def spy(kind, n):
+        seen.append((kind, n))
+        orig(kind, n)
+
+      system.set_worker_count = spy
+
+    run = runs.Background(config, prepare=spy_on)
+    run.start()
     deadline = time.time() + 90
     # Three initial calls, then three per adjustment period.
     while len(seen) < 12 and time.time() < deadline:
       time.sleep(0.1)
-    system.stop()
-    runner.join(30)
-    self.assertFalse(runner.is_alive())
+    summary = run.stop(timeout=30)
     self.assertGreaterEqual(len(seen), 12)
     self.assertGreater(len(set(seen)), 3)  # Some count other than the start.
-    self.assertGreater(system.summary["train_steps"], 0)
+    self.assertGreater(summary["train_steps"], 0)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ import shutil
 import signal
 import sys
 import tempfile
-import threading
 import time
 
 import numpy as np
@@ -22,9 +21,8 @@ import tensorflow as tf
 from tfrl import ray_cluster
 from tfrl.envs import EnvProtocol
 from tfrl.envs.make import make_env
-from tfrl.ga3c import GA3C, GA3CConfig
+from tfrl.ga3c import GA3CConfig
 from tfrl.ga3c import network as network_lib
-from tfrl.ga3c import system as system_lib
 from tfrl.ga3c.agents import AgentPool
 from tfrl.ga3c.predictor import Predictor
 from tfrl.ga3c.queues import Queues
@@ -36,6 +34,7 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 if _ROOT not in sys.path:
   sys.path.insert(0, _ROOT)
 from tests import processes  # pylint: disable=g-import-not-at-top
+from tests.ga3c import runs  # pylint: disable=g-import-not-at-top
 
 _PONG = EnvProtocol(game="PongNoFrameskip-v4")
 _CARTPOLE = EnvProtocol(env="CartPole-v1")
@@ -234,28 +233,21 @@ def killed_run():
   """A CartPole run on two runners, one SIGKILLed once both delivered; stopped once its
   replacement delivered too. (summary, logdir, what the killing thread saw)."""
   logdir = tempfile.mkdtemp(prefix="tfrl_remote_")
-  system = GA3C(_config(_CARTPOLE, logdir=logdir, max_seconds=400))
+  run = runs.Background(_config(_CARTPOLE, logdir=logdir, max_seconds=400))
+  system = run.start()
   seen = {}
-
-  def kill_then_stop():
-    try:
-      info = _wait_for(lambda: (len(system.feed.runner_info()) == 2 and all(
-          r["segments"] for r in system.feed.runner_info().values())
-                                and system.feed.runner_info()), 300, "two delivering runners")
-      seen["killed"] = info[0]["pid"]
-      os.kill(info[0]["pid"], signal.SIGKILL)
-      seen["replacement"] = _wait_for(
-          lambda: system.feed.runner_info().get(2, {}).get("segments"), 300,
-          "the replacement's segments")
-    except AssertionError as e:
-      seen["error"] = str(e)
-    finally:
-      system.stop()
-
-  thread = threading.Thread(target=kill_then_stop, daemon=True)
-  thread.start()
-  summary = system.run()
-  thread.join(timeout=30)
+  try:
+    info = _wait_for(lambda: (len(system.feed.runner_info()) == 2 and all(
+        r["segments"] for r in system.feed.runner_info().values())
+                              and system.feed.runner_info()), 300, "two delivering runners")
+    seen["killed"] = info[0]["pid"]
+    os.kill(info[0]["pid"], signal.SIGKILL)
+    seen["replacement"] = _wait_for(
+        lambda: system.feed.runner_info().get(2, {}).get("segments"), 300,
+        "the replacement's segments")
+  except AssertionError as e:
+    seen["error"] = str(e)
+  summary = run.stop(timeout=120)
   yield summary, logdir, seen
   shutil.rmtree(logdir, ignore_errors=True)
 

@@ -15,12 +15,15 @@ import tensorflow as tf
 from tfrl import resume
 from tfrl import run_loop
 from tfrl.envs import EnvProtocol
-from tfrl.ga3c import GA3C, GA3CConfig
+from tfrl.ga3c import GA3CConfig
 from tfrl.ga3c import system as system_lib
 from tfrl.layers import LayerPlan, LayerSpec, layers_of
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))
+sys.path.insert(0, _REPO)
+
+from tests.ga3c import runs  # pylint: disable=g-import-not-at-top
 
 _LOADER = r"""
 import json, sys
@@ -70,8 +73,7 @@ class ExportTest(tf.test.TestCase):
 
   def test_export_matches_live_network_and_resume_restores(self):
     logdir = self.get_temp_dir()
-    first = GA3C(_cartpole_config(logdir, max_frames=1000))
-    summary = first.run()
+    first, summary = runs.run(_cartpole_config(logdir, max_frames=1000))
     # The SavedModel loads in a process that never imports tfrl and gives
     # the live network's outputs.
     export_dir = os.path.join(logdir, "saved_model")
@@ -102,7 +104,8 @@ class ExportTest(tf.test.TestCase):
     for a, b in zip(first.network.trainable_variables,
                     restored.network.trainable_variables):
       self.assertAllClose(a, b)
-    summary2 = GA3C(_cartpole_config(logdir, max_frames=2000, resume=True)).run()
+    summary2 = run_loop.run(system_lib.build(_cartpole_config(logdir, max_frames=2000,
+                                                             resume=True)))
     self.assertGreaterEqual(summary2["frames"], 2000)
     self.assertGreaterEqual(summary2["episodes"], summary["episodes"])
     self.assertGreater(summary2["train_steps"], summary["train_steps"])
@@ -117,11 +120,10 @@ class LayerVariantTest(tf.test.TestCase):
     logdir = self.get_temp_dir()
     plan = LayerPlan(default=LayerSpec(kind=kind, block_size=4,
                                        target_sparsity=0.5, schedule="constant"))
-    system = GA3C(_cartpole_config(logdir, max_frames=400, layer_plan=plan,
-                                   hidden_sizes=(16, 16)))
+    system, summary = runs.run(_cartpole_config(logdir, max_frames=400, layer_plan=plan,
+                                                hidden_sizes=(16, 16)))
     self.assertTrue(any(kind in type(l).__name__.lower()
                         for l in layers_of(system.network)))
-    summary = system.run()
     self.assertGreater(summary["train_steps"], 0)
     loaded = tf.saved_model.load(os.path.join(logdir, "saved_model"))
     obs = np.ones([3, 4], np.float32)
@@ -142,10 +144,9 @@ class LayerVariantTest(tf.test.TestCase):
                                      max_sparsity=0.6, reward_scale=1000.0)
     config = _cartpole_config(logdir, max_frames=3000, layer_plan=plan, hidden_sizes=(32, 32),
                               reward_aware=reward_aware)
-    system = GA3C(config)
+    system, summary = runs.run(config)
     pruned = gst.reward_aware_layers(system.network)
     self.assertLen(pruned, 3)   # input layer, policy and value heads.
-    summary = system.run()
     self.assertGreater(summary["train_steps"], 20)
     self.assertAllClose(float(system.controller.sparsity), 0.6)
     for layer in pruned:
@@ -167,7 +168,7 @@ class CheckpointSafetyTest(tf.test.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.source = tempfile.mkdtemp()
-    GA3C(_cartpole_config(cls.source, max_frames=200)).run()
+    run_loop.run(system_lib.build(_cartpole_config(cls.source, max_frames=200)))
 
   @classmethod
   def tearDownClass(cls):

@@ -4,7 +4,8 @@ Entry point: `python -m tfrl.ga3c` (see `__main__`). Library:
 
   GA3CConfig       typed run configuration          (config.py)
   build            the run for run_loop.run          (system.py)
-  GA3C             the system: loops, threads, stats (system.py; its run: run_loop)
+  GA3C             the system: loops, threads, stats (system.py; build's job makes it)
+  make_network     the actor-critic of a config     (network.py)
   Queues           typed bounded FIFOQueues          (queues.py)
   AgentPool        agents owning slices of env slots (agents.py)
   Predictor        batched forward passes            (predictor.py)

@@ -1,9 +1,8 @@
 """GA3C's system: env, network, queues and the threads of its loops, as a
 `run_loop.Algorithm` (the skeleton owns the logdir, checkpoints, signals,
-export and summary).
+export and summary). `build` is the one way to run it:
 
     summary = run_loop.run(build(config))   # until max_frames, SIGINT or SIGTERM
-    summary = GA3C(config).run()            # the same, with the system at hand
 
 Python threads only start, balance and stop the loops; each loop iteration is
 one call of a `tf.function` (agent segment, predictor batch, trainer step).
@@ -12,7 +11,6 @@ run is one monitoring tick: stats, the profiler, GST's controller, the
 dynamic adjustment of the worker counts.
 """
 
-import dataclasses
 import os
 import threading
 import time
@@ -81,14 +79,15 @@ def build(config: GA3CConfig) -> run_loop.Job:
 
 
 class GA3C(run_loop.Algorithm):
-  """One GA3C training run (see module docstring)."""
+  """One GA3C training run, as `build`'s job makes it once the logdir is locked (see
+  the module docstring)."""
 
   name = "ga3c"
 
-  def __init__(self, config: GA3CConfig, env=None, network=None):
+  def __init__(self, config: GA3CConfig):
     self.config = config
     cfg = config
-    self.env = env if env is not None else make_env(cfg.protocol, cfg.num_env_slots, cfg.seed)
+    self.env = make_env(cfg.protocol, cfg.num_env_slots, cfg.seed)
     if self.env.num_actions is None:
       raise ValueError("GA3C needs a discrete action space.")
     self.num_actions = self.env.num_actions
@@ -99,11 +98,11 @@ class GA3C(run_loop.Algorithm):
 
     self.precision = precision.resolve(
         cfg.precision, image_network=len(self.observation_shape) == 3)
-    self.network = network if network is not None else make_network(
-        cfg, self.num_actions, self.observation_shape, self.precision.dtype)
+    self.network = make_network(cfg, self.num_actions, self.observation_shape,
+                                self.precision.dtype)
     self.network(tf.zeros((1,) + self.observation_shape,
                           self.observation_dtype))  # Create the variables.
-    if cfg.init == "orthogonal" and network is None:
+    if cfg.init == "orthogonal":
       networks.orthogonal_init(self.network, seed=cfg.seed)
     # A variable, so that the linear schedule can move it (saved with the optimizer).
     self.learning_rate = tf.Variable(cfg.learning_rate, dtype=tf.float32, trainable=False,
@@ -155,7 +154,6 @@ class GA3C(run_loop.Algorithm):
           cfg.logdir, *cfg.profile_steps,
           on_written=lambda path: logging.info("Profiler trace written under %s.", path))
     self._adjust_last = None  # (trained samples, time) at the last trial.
-    self.summary: Dict = {}
     self.precision_report: Optional[Dict] = None  # set by begin() once traced
 
   def _build_loops(self) -> None:
@@ -208,13 +206,6 @@ class GA3C(run_loop.Algorithm):
 
   def worker_counts(self) -> Dict[str, int]:
     return self.workers.counts()
-
-  # -- Runs -----------------------------------------------------------------
-
-  def run(self) -> Dict:
-    """`run_loop.run(build(config))` with this system as the algorithm; the summary."""
-    self.summary = run_loop.run(dataclasses.replace(build(self.config), make=lambda: self))
-    return self.summary
 
   # -- Workers --------------------------------------------------------------
 
