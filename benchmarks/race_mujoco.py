@@ -72,6 +72,7 @@ from benchmarks import charts  # pylint: disable=g-import-not-at-top
 from benchmarks import provenance  # pylint: disable=g-import-not-at-top
 from benchmarks.peers import evotorch_pgpe  # pylint: disable=g-import-not-at-top
 from benchmarks.peers import quiet  # pylint: disable=g-import-not-at-top
+from benchmarks.peers import race_cli  # pylint: disable=g-import-not-at-top
 from benchmarks.peers import runs  # pylint: disable=g-import-not-at-top
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -79,7 +80,6 @@ TFRL_COMMAND = "-m tfrl.es --preset=es_halfcheetah"
 TFRL_EVAL_COMMAND = "-m tfrl.evaluate"
 EVOTORCH_DRIVER = os.path.join(ROOT, "benchmarks", "peers", "evotorch_pgpe.py")
 EVOTORCH_PACKAGES = ("evotorch", "torch", "gymnasium", "mujoco", "ray", "numpy")
-REFUSED_EXIT = 3
 TFRL_NETWORK = ("tanh MLP 64x64 with a tanh action head (the preset's --hidden=64,64 "
                 "--activation=tanh --action_head=tanh)")
 ENV_STEPS_COUNTED = ("training and centre episodes on both sides: tfrl's es/frames (its "
@@ -100,21 +100,14 @@ _EVOTORCH_CONFIGS = flags.DEFINE_list(
     f"{sorted(evotorch_pgpe.CONFIGS)} (benchmarks/peers/evotorch_pgpe.py); one run each.")
 _EVOTORCH_ARGS = flags.DEFINE_string(
     "evotorch_extra_args", "", "Appended to the EvoTorch driver (e.g. --popsize=200).")
-_LOAD_FILE, _MAX_LOAD, _SETTLE = quiet.define_gate_flags()
-_DRY_RUN = flags.DEFINE_bool("dry_run", False, "Write the record of what would run "
-                             "(commands, versions, settings, load) and run nothing.")
+_GATE = quiet.define_gate_flags()
+_OUT = race_cli.define_output_flags(
+    "race_mujoco", "commands, versions, settings, load",
+    "Add the runs to an existing --output (same env, minutes and CPUs) instead of "
+    "replacing it.")
 _FINAL_EPISODES = flags.DEFINE_integer("final_episodes", 10,
                                        "Episodes of each final centre.")
 _LIBRARIES = flags.DEFINE_list("libraries", ["tfrl", "evotorch"], "Which to run.")
-_WORKDIR = flags.DEFINE_string("workdir", "", "Where runs write (default: a new temp dir).")
-_OUTPUT = flags.DEFINE_string("output", "race_mujoco.json", "JSON path.")
-_CHART = flags.DEFINE_string("chart", "", "Chart PNG (default: the JSON path with .png).")
-_APPEND = flags.DEFINE_bool("append", False, "Add the runs to an existing --output "
-                            "(same env, minutes and CPUs) instead of replacing it.")
-
-
-def _fmt(value, spec):
-  return "-" if value is None else format(value, spec)
 
 
 def _pinned(cmd):
@@ -255,10 +248,10 @@ def print_table(results):
         f"{'centre (log)':>13}{'final centre':>14}")
   for r in results:
     s = r["summary"]
-    print(f"{side(r):<16}{r['seed']:>5}{_fmt(s['generations'], 'd'):>6}"
-          f"{_fmt(s['env_steps'], 'd'):>12}{_fmt(s['last_mean'], '10.1f'):>10}"
-          f"{_fmt(s['last_centre'], '13.1f'):>13}"
-          f"{_fmt(r.get('final_centre_mean'), '14.1f'):>14}")
+    print(f"{side(r):<16}{r['seed']:>5}{race_cli.fmt(s['generations'], 'd'):>6}"
+          f"{race_cli.fmt(s['env_steps'], 'd'):>12}{race_cli.fmt(s['last_mean'], '10.1f'):>10}"
+          f"{race_cli.fmt(s['last_centre'], '13.1f'):>13}"
+          f"{race_cli.fmt(r.get('final_centre_mean'), '14.1f'):>14}")
   for r in results:
     if r.get("error"):
       lines = [l for l in r["error"].splitlines()[1:] if l.strip()]
@@ -322,12 +315,12 @@ def planned_sides():
 def appended_to():
   """The --output record that --append adds to, checked against this sitting's."""
   earlier = provenance.earlier_record(
-      _OUTPUT.value, {"env": _ENV.value, "minutes": _MINUTES.value, "cpus": _CPUS.value})
+      _OUT.output.value, {"env": _ENV.value, "minutes": _MINUTES.value, "cpus": _CPUS.value})
   done = {(side(r), r["seed"]) for r in earlier.get("runs", [])}
   again = sorted(f"{name} seed {s}" for s in (int(s) for s in _SEEDS.value)
                  for name in planned_sides() if (name, s) in done)
   if again:
-    raise app.UsageError(f"--append: {_OUTPUT.value} already has {', '.join(again)}")
+    raise app.UsageError(f"--append: {_OUT.output.value} already has {', '.join(again)}")
   return earlier
 
 
@@ -350,15 +343,12 @@ def check_flags():
   if configs or not _EVOTORCH_CONFIGS.value:
     raise app.UsageError(f"--evotorch_configs takes {sorted(evotorch_pgpe.CONFIGS)}, got "
                          f"{_EVOTORCH_CONFIGS.value}")
-  if ("evotorch" in _LIBRARIES.value and not _DRY_RUN.value and not os.path.exists(
+  if ("evotorch" in _LIBRARIES.value and not _OUT.dry_run.value and not os.path.exists(
       os.path.join(_EVOTORCH_VENV.value, "bin", "python"))):
     raise app.UsageError(f"no python in --evotorch_venv={_EVOTORCH_VENV.value} "
                          "(benchmarks/peers/setup_peers.sh evotorch makes it)")
-  try:
-    # The load average is the machine's: its limit counts all its cores.
-    return quiet.Gate(_LOAD_FILE.value, _MAX_LOAD.value, _SETTLE.value)
-  except ValueError as e:
-    raise app.UsageError(str(e)) from e
+  # The load average is the machine's: its limit counts all its cores.
+  return race_cli.gate(_GATE)
 
 
 def new_record(gate, workdir):
@@ -382,8 +372,9 @@ def new_record(gate, workdir):
 
 
 def race(gate, record, workdir):
-  """Every (seed, side) run; TooBusy leaves what was done in <workdir>/partial.json."""
-  try:
+  """Every (seed, side) run (a refused one leaves what was done in
+  <workdir>/partial.json)."""
+  with race_cli.running(gate, record, workdir):
     for seed in (int(s) for s in _SEEDS.value):
       for name in planned_sides():
         result = (run_tfrl(gate, workdir, seed) if name == "tfrl" else
@@ -391,35 +382,24 @@ def race(gate, record, workdir):
         result["summary"] = summarize(result)
         result["provenance"] = record["provenance"]
         record["runs"].append(result)
-  except quiet.TooBusy as e:
-    runs.write_json(record, os.path.join(workdir, "partial.json"))
-    print(str(e), file=sys.stderr, flush=True)
-    sys.exit(REFUSED_EXIT)
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  gate = check_flags()
-  workdir = _WORKDIR.value or tempfile.mkdtemp(prefix="tfrl_race_mujoco_")
-  record = new_record(gate, workdir)
-  if _DRY_RUN.value:
-    record["dry_run"] = True
-    runs.write_json(record, _OUTPUT.value)
-    print(f"dry run, nothing ran; JSON: {_OUTPUT.value}")
+  started = race_cli.start(argv, _OUT, check_flags, new_record)
+  if started is None:
     return
-  earlier = appended_to() if _APPEND.value else None
+  gate, record, workdir = started
+  earlier = appended_to() if _OUT.append.value else None
   race(gate, record, workdir)
-  record["load_average_end"] = list(quiet.read_load(gate.path))
   if earlier is not None:
     provenance.add_sitting(earlier, record["provenance"])
     earlier["runs"].extend(record["runs"])
     record = earlier
   print_table(record["runs"])
-  runs.write_json(record, _OUTPUT.value)
-  path = _CHART.value or os.path.splitext(_OUTPUT.value)[0] + ".png"
+  runs.write_json(record, _OUT.output.value)
+  path = _OUT.chart_path()
   chart(record, path)
-  print(f"JSON: {_OUTPUT.value}  chart: {path}  (runs in {workdir})")
+  print(f"JSON: {_OUT.output.value}  chart: {path}  (runs in {workdir})")
 
 
 if __name__ == "__main__":

@@ -52,7 +52,6 @@ import os
 import shlex
 import statistics
 import sys
-import tempfile
 import time
 
 from absl import app
@@ -64,10 +63,10 @@ from benchmarks import provenance  # pylint: disable=g-import-not-at-top
 from benchmarks.peers import pong_rows  # pylint: disable=g-import-not-at-top
 from benchmarks.peers import pong_score  # pylint: disable=g-import-not-at-top
 from benchmarks.peers import quiet  # pylint: disable=g-import-not-at-top
+from benchmarks.peers import race_cli  # pylint: disable=g-import-not-at-top
 from benchmarks.peers import runs  # pylint: disable=g-import-not-at-top
 
 ROWS = tuple(pong_rows.ROWS)
-REFUSED_EXIT = 3
 
 _MODES = flags.DEFINE_list("modes", ["throughput"], "throughput and/or score.")
 _ROWS = flags.DEFINE_list("rows", list(ROWS), f"Throughput rows, of {ROWS}.")
@@ -94,17 +93,10 @@ _SB3_ARGS = flags.DEFINE_string(
     "every 25k steps for 5 games; neither figure here reads it).")
 _SF_ARGS = flags.DEFINE_string("sf_extra_args", "", "Appended to Sample Factory's arguments "
                                "(after pong_rows.SF_2CORE_ARGS, so they win).")
-_LOAD_FILE, _MAX_LOAD, _SETTLE = quiet.define_gate_flags()
-_DRY_RUN = flags.DEFINE_bool("dry_run", False, "Write the record of what would run "
-                             "(commands, versions, networks, settings, load) and run nothing.")
-_APPEND = flags.DEFINE_bool("append", False, "Score: add the runs to an existing --output.")
-_WORKDIR = flags.DEFINE_string("workdir", "", "Where runs write (default: a new temp dir).")
-_OUTPUT = flags.DEFINE_string("output", "race_pong.json", "JSON path.")
-_CHART = flags.DEFINE_string("chart", "", "Chart PNG (default: the JSON path with .png).")
-
-
-def _fmt(value, spec):
-  return "-" if value is None else format(value, spec)
+_GATE = quiet.define_gate_flags()
+_OUT = race_cli.define_output_flags(
+    "race_pong", "commands, versions, networks, settings, load",
+    "Score: add the runs to an existing --output.")
 
 
 def venvs():
@@ -203,10 +195,10 @@ def throughput(gate, workdir, sides, partial):
   print(f"{'row':<18}{'M mul-add':>10}{'best':>9}{'median':>9}{'x tfrl':>8}  rounds")
   for r in rows:
     mads = sides[r["row"]]["network"]["multiply_adds_per_forward"] / 1e6
-    print(f"{r['row']:<18}{mads:>10.2f}{_fmt(r['best_frames_per_second'], '9.0f'):>9}"
-          f"{_fmt(r['median_frames_per_second'], '9.0f'):>9}"
-          f"{_fmt(r['median_ratio_to_tfrl'], '8.2f'):>8}  "
-          + " ".join(_fmt(x["frames_per_second"], ".0f") for x in r["rounds"]))
+    print(f"{r['row']:<18}{mads:>10.2f}{race_cli.fmt(r['best_frames_per_second'], '9.0f'):>9}"
+          f"{race_cli.fmt(r['median_frames_per_second'], '9.0f'):>9}"
+          f"{race_cli.fmt(r['median_ratio_to_tfrl'], '8.2f'):>8}  "
+          + " ".join(race_cli.fmt(x["frames_per_second"], ".0f") for x in r["rounds"]))
   return rows
 
 
@@ -238,9 +230,9 @@ def score_race(gate, workdir, sides, partial, sitting):
         f"{_SCORE_MINUTES.value:g} min")
   print(f"{'row':<18}{'seed':>5}{'score':>8}{'games':>8}{'frames':>12}{'min to 18':>11}")
   for r in results:
-    print(f"{r['row']:<18}{r['seed']:>5}{_fmt(r['score_at_end'], '8.2f'):>8}"
-          f"{_fmt(r['episodes_at_end'], 'd'):>8}{_fmt(r['frames_at_end'], 'd'):>12}"
-          f"{_fmt(r['minutes_to_18'], '11.1f'):>11}")
+    print(f"{r['row']:<18}{r['seed']:>5}{race_cli.fmt(r['score_at_end'], '8.2f'):>8}"
+          f"{race_cli.fmt(r['episodes_at_end'], 'd'):>8}{race_cli.fmt(r['frames_at_end'], 'd'):>12}"
+          f"{race_cli.fmt(r['minutes_to_18'], '11.1f'):>11}")
   return results
 
 
@@ -275,12 +267,9 @@ def check_flags():
     raise app.UsageError(f"--rows are of {', '.join(ROWS)} and --score_rows of "
                          f"{', '.join(pong_rows.SCORE_ROWS)}; got {_ROWS.value} and "
                          f"{_SCORE_ROWS.value}")
-  if _APPEND.value and modes != {"score"}:
+  if _OUT.append.value and modes != {"score"}:
     raise app.UsageError("--append adds score runs: use it with --modes=score alone")
-  try:
-    return quiet.Gate(_LOAD_FILE.value, _MAX_LOAD.value, _SETTLE.value)
-  except ValueError as e:
-    raise app.UsageError(str(e)) from e
+  return race_cli.gate(_GATE)
 
 
 def new_record(gate, workdir):
@@ -305,12 +294,12 @@ def new_record(gate, workdir):
 
 def appended_to(record):
   earlier = provenance.earlier_record(
-      _OUTPUT.value, {"score_minutes": _SCORE_MINUTES.value, "window": _WINDOW.value})
+      _OUT.output.value, {"score_minutes": _SCORE_MINUTES.value, "window": _WINDOW.value})
   done = {(r["row"], r["seed"]) for r in earlier.get("score", [])}
   again = sorted(f"{row} seed {s}" for row in _SCORE_ROWS.value
                  for s in (int(x) for x in _SCORE_SEEDS.value) if (row, s) in done)
   if again:
-    raise app.UsageError(f"--append: {_OUTPUT.value} already has {', '.join(again)}")
+    raise app.UsageError(f"--append: {_OUT.output.value} already has {', '.join(again)}")
   provenance.add_sitting(earlier, record["provenance"])
   for row, side in record["sides"].items():
     earlier.setdefault("sides", {}).setdefault(row, side)
@@ -318,42 +307,31 @@ def appended_to(record):
 
 
 def race(gate, record, workdir):
-  """The runs; TooBusy leaves what was done in <workdir>/partial.json."""
-  try:
+  """The runs (a refused one leaves what was done in <workdir>/partial.json)."""
+  with race_cli.running(gate, record, workdir):
     if "throughput" in record["modes"]:
       record["throughput"] = throughput(gate, workdir, record["sides"], record)
       del record["throughput_rounds"]
     if "score" in record["modes"]:
       score_race(gate, workdir, record["sides"], record, record["provenance"])
-  except quiet.TooBusy as e:
-    runs.write_json(record, os.path.join(workdir, "partial.json"))
-    print(str(e), file=sys.stderr, flush=True)
-    sys.exit(REFUSED_EXIT)
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  gate = check_flags()
-  workdir = _WORKDIR.value or tempfile.mkdtemp(prefix="tfrl_race_pong_")
-  record = new_record(gate, workdir)
-  if _DRY_RUN.value:
-    record["dry_run"] = True
-    runs.write_json(record, _OUTPUT.value)
-    print(f"dry run, nothing ran; JSON: {_OUTPUT.value}")
+  started = race_cli.start(argv, _OUT, check_flags, new_record)
+  if started is None:
     return
-  earlier = appended_to(record) if _APPEND.value else None
+  gate, record, workdir = started
+  earlier = appended_to(record) if _OUT.append.value else None
   race(gate, record, workdir)
-  record["load_average_end"] = list(quiet.read_load(gate.path))
   if earlier is not None:
     earlier["score"].extend(record["score"])
     record = earlier
   if "score" in record["modes"]:
     record["score_over_seeds"] = pong_score.over_seeds(record["score"])
-  runs.write_json(record, _OUTPUT.value)
-  print(f"JSON: {_OUTPUT.value}  (runs in {workdir})")
+  runs.write_json(record, _OUT.output.value)
+  print(f"JSON: {_OUT.output.value}  (runs in {workdir})")
   if record.get("score"):
-    chart = _CHART.value or os.path.splitext(_OUTPUT.value)[0] + ".png"
+    chart = _OUT.chart_path()
     pong_score.chart(record, chart, _WINDOW.value)
     print(f"chart: {chart}")
 
