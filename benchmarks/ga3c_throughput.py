@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks import provenance  # pylint: disable=g-import-not-at-top
 from tfrl import run_loop  # pylint: disable=g-import-not-at-top
 from tfrl.envs import AtariEnv, EnvProtocol  # pylint: disable=g-import-not-at-top
-from tfrl.ga3c import GA3CConfig, build  # pylint: disable=g-import-not-at-top
+from tfrl.ga3c import GA3CConfig, LearnerConfig, build  # pylint: disable=g-import-not-at-top
 
 _GAME = flags.DEFINE_string("game", "PongNoFrameskip-v4", "Atari game.")
 _SECONDS = flags.DEFINE_float("seconds", 60.0, "Measured seconds per mode.")
@@ -75,8 +75,8 @@ def training_fps(game, agents, envs_per_agent, seconds, warmup, precision):
       max_agents=agents,
       envs_per_agent=envs_per_agent, prediction_batch_size=32,
       training_min_batch_size=80, training_max_batch_size=320,
-      learning_rate=7e-4, rmsprop_epsilon=1e-5, loss_reduction="mean",
-      grad_clip_norm=0.5, logdir=logdir, checkpoint_every=0, stats_every=10,
+      learning_rate=7e-4, rmsprop_epsilon=1e-5,
+      learner=LearnerConfig(loss_reduction="mean", grad_clip_norm=0.5), logdir=logdir, checkpoint_every=0, stats_every=10,
       max_seconds=warmup + seconds, precision=precision)
   job = build(config)
   marks, made = {}, {}

@@ -4,7 +4,7 @@ import tensorflow as tf
 
 from tfrl import run_loop
 from tfrl.envs import EnvProtocol
-from tfrl.ga3c import GA3CConfig
+from tfrl.ga3c import GA3CConfig, LearnerConfig
 from tfrl.ga3c import system
 
 MAX_FRAMES = 250_000
@@ -14,7 +14,7 @@ def _train(seed, logdir):
   config = GA3CConfig(
       protocol=EnvProtocol(env="CartPole-v1"), seed=seed, agents=8, max_agents=8,
       predictors=1, trainers=1, t_max=5, learning_rate=3e-3,
-      loss_reduction="mean", rmsprop_epsilon=1e-5, entropy_beta=0.01,
+      learner=LearnerConfig(loss_reduction="mean", entropy_beta=0.01), rmsprop_epsilon=1e-5,
       hidden_sizes=(64, 64), score_window=20, target_score=195.0,
       max_frames=MAX_FRAMES, logdir=logdir, checkpoint_every=0, stats_every=10)
   return run_loop.run(system.build(config))

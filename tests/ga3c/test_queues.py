@@ -8,7 +8,7 @@ import time
 import tensorflow as tf
 
 from tfrl.envs import EnvProtocol, GymEnv
-from tfrl.ga3c import GA3CConfig
+from tfrl.ga3c import GA3CConfig, LearnerConfig
 from tfrl.ga3c.predictor import Predictor
 from tfrl.ga3c.queues import QUEUE_CLOSED_ERRORS, Queues
 from tfrl.ga3c.trainer import Trainer
@@ -116,8 +116,9 @@ class SystemShutdownTest(tf.test.TestCase):
     config = GA3CConfig(
         protocol=EnvProtocol(env="CartPole-v1"), agents=3, max_agents=4, predictors=2,
         trainers=2, logdir=self.get_temp_dir(), checkpoint_every=0,
-        stats_every=0.5, training_min_batch_size=20, loss_reduction="mean",
-        learning_rate=1e-3, rmsprop_epsilon=1e-5)
+        stats_every=0.5, training_min_batch_size=20,
+        learner=LearnerConfig(loss_reduction="mean"), learning_rate=1e-3,
+        rmsprop_epsilon=1e-5)
     run = runs.Background(config)
     system = run.start()
     deadline = time.time() + 60

@@ -21,7 +21,7 @@ import tensorflow as tf
 from tfrl import ray_cluster
 from tfrl.envs import EnvProtocol
 from tfrl.envs.make import make_env
-from tfrl.ga3c import GA3CConfig
+from tfrl.ga3c import GA3CConfig, LearnerConfig
 from tfrl.ga3c import network as network_lib
 from tfrl.ga3c.agents import AgentPool
 from tfrl.ga3c.predictor import Predictor
@@ -46,7 +46,8 @@ def _config(protocol, **kwargs):
   defaults = dict(protocol=protocol, agents=0, max_agents=1, envs_per_agent=2, t_max=_T,
                   prediction_batch_size=8, training_queue_size=8, ray_address="local",
                   ray_runners=2, ray_runner_cpus=0.5, ray_broadcast_every=1,
-                  loss="vtrace", loss_reduction="mean", learning_rate=1e-3,
+                  learner=LearnerConfig(loss="vtrace", loss_reduction="mean"),
+                  learning_rate=1e-3,
                   checkpoint_every=0, stats_every=1, logdir="/nonexistent")
   defaults.update(kwargs)
   return GA3CConfig(**defaults)

@@ -8,9 +8,8 @@ from tfrl import layers as tl
 from tfrl.envs import EnvProtocol
 from tfrl.ga3c import network as network_lib
 from tfrl.ga3c import system
-from tfrl.ga3c.config import GA3CConfig
+from tfrl.ga3c.config import GA3CConfig, LearnerConfig
 from tfrl.ga3c.learner import Learner
-from tfrl.ga3c.learner import LearnerConfig
 from tfrl.ga3c.queues import Queues
 from tfrl.ga3c.trainer import Trainer
 
@@ -27,12 +26,11 @@ def _trainer(rigl_layers, after_update=None):
   plan = tl.LayerPlan(default=tl.LayerSpec(kind="dense"),
                       overrides=tuple((name, _RIGL) for name in rigl_layers))
   cfg = GA3CConfig(protocol=EnvProtocol(env="CartPole-v1"), t_max=_T, hidden_sizes=(8, 8),
-                   layer_plan=plan, grad_clip_norm=0.5, learning_rate=0.01)
+                   layer_plan=plan, learner=LearnerConfig(grad_clip_norm=0.5),
+                   learning_rate=0.01)
   network = network_lib.make_network(cfg, _ACTIONS, (_OBS,))
   network(tf.zeros([1, _OBS]))
-  learner = Learner(network, system.make_optimizer(cfg),
-                    LearnerConfig(discount=cfg.discount, entropy_beta=cfg.entropy_beta,
-                                  grad_clip_norm=cfg.grad_clip_norm),
+  learner = Learner(network, system.make_optimizer(cfg), cfg.learner,
                     after_update=after_update or tl.after_update)
   queues = Queues(obs_shape=[_OBS], obs_dtype=tf.float32, num_agents=1,
                   envs_per_agent=_SEGMENTS, t_max=_T, prediction_capacity=_SEGMENTS,

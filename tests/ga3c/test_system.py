@@ -15,7 +15,7 @@ import tensorflow as tf
 from tfrl import resume
 from tfrl import run_loop
 from tfrl.envs import EnvProtocol
-from tfrl.ga3c import GA3CConfig
+from tfrl.ga3c import GA3CConfig, LearnerConfig
 from tfrl.ga3c import system as system_lib
 from tfrl.layers import LayerPlan, LayerSpec, layers_of
 
@@ -39,7 +39,7 @@ print(json.dumps({k: np.asarray(v).tolist() for k, v in out.items()}))
 def _cartpole_config(logdir, **kwargs):
   defaults = dict(protocol=EnvProtocol(env="CartPole-v1"), agents=2, max_agents=2,
                   logdir=logdir, checkpoint_every=0, stats_every=100,
-                  loss_reduction="mean", learning_rate=1e-3,
+                  learner=LearnerConfig(loss_reduction="mean"), learning_rate=1e-3,
                   rmsprop_epsilon=1e-5)
   defaults.update(kwargs)
   return GA3CConfig(**defaults)

@@ -3,6 +3,7 @@
 Entry point: `python -m tfrl.ga3c` (see `__main__`). Library:
 
   GA3CConfig       typed run configuration          (config.py)
+  LearnerConfig    the loss and its settings        (config.py)
   build            the run for run_loop.run          (system.py)
   GA3C             the system: loops, threads, stats (system.py; build's job makes it)
   make_network     the actor-critic of a config     (network.py)
@@ -17,8 +18,8 @@ Entry point: `python -m tfrl.ga3c` (see `__main__`). Library:
 
 from tfrl.ga3c.adjuster import DynamicAdjuster
 from tfrl.ga3c.agents import AgentPool
-from tfrl.ga3c.config import GA3CConfig
-from tfrl.ga3c.learner import Learner, LearnerConfig, a3c_loss, n_step_returns
+from tfrl.ga3c.config import GA3CConfig, LearnerConfig
+from tfrl.ga3c.learner import Learner, a3c_loss, n_step_returns
 from tfrl.ga3c.predictor import Predictor
 from tfrl.ga3c.queues import Queues
 from tfrl.ga3c.stats import Stats

@@ -2,7 +2,8 @@
 
 Each field made with `flagconfig.field` is a flag of the same name, with the
 field's default and help (`tfrl/flagconfig.py`), and so is each field of the
-env protocol; the other fields (the layer plan) are set by code.
+env protocol and of the learner's config; the other fields (the layer plan)
+are set by code.
 """
 
 import dataclasses
@@ -12,7 +13,10 @@ from tfrl import flagconfig
 from tfrl import ray_cluster
 from tfrl.envs.protocol import EnvProtocol
 
-LOSSES = ("a3c", "vtrace", "appo")          # tfrl.ga3c.losses.LOSSES
+LOSSES = ("a3c", "vtrace", "appo")          # tfrl/ga3c/losses.py's
+LOSS_REDUCTIONS = ("sum", "mean")
+APPO_ANCHORS = ("learner", "behaviour")
+VTRACE_TARGETS = ("step", "batch")
 OPTIMIZERS = ("rmsprop", "adam")
 LR_SCHEDULES = ("constant", "linear")
 INITS = ("glorot", "orthogonal")
@@ -22,6 +26,76 @@ TORSOS = ("atari", "nature")
 # --precision's values (tfrl.precision.CHOICES; not imported here so that the
 # flags are defined without importing TensorFlow).
 PRECISIONS = ("auto", "float32", "bfloat16")
+
+
+@dataclasses.dataclass
+class LearnerConfig:
+  """The learner's loss and its settings (tfrl/ga3c/learner.py): a GA3C run's
+  `learner`, each field a flag of the same name."""
+  loss: str = flagconfig.field(
+      "a3c", "<a3c|vtrace|appo>: a3c: the paper's n-step A3C loss. vtrace: IMPALA's "
+      "V-trace targets, correcting the lag between the policy that acted and the learner's. "
+      "appo: PPO's clipped surrogate on V-trace targets, --epochs passes over each batch.",
+      choices=LOSSES)
+  discount: float = flagconfig.field(
+      0.99, "Discount gamma.")
+  entropy_beta: float = flagconfig.field(
+      0.01, "Weight of the entropy bonus.")
+  value_coef: float = flagconfig.field(
+      0.5, "Weight of the squared value error.")
+  log_epsilon: float = flagconfig.field(
+      1e-6, "Probabilities are clipped below at this inside logs (policy-lag "
+      "guard).")
+  reward_clip: float = flagconfig.field(
+      1.0, "Clip training rewards to [-c, c]; 0 disables.")
+  loss_reduction: str = flagconfig.field(
+      "sum", "<sum|mean>: Sum (GA3C) or average the loss over the samples of a "
+      "batch.", choices=LOSS_REDUCTIONS)
+  grad_clip_norm: float = flagconfig.field(
+      0.0, "Clip gradients to this global norm; 0 disables.")
+  vtrace_lambda: float = flagconfig.field(
+      1.0, "V-trace's lambda in [0, 1] (vtrace, appo): 1 is IMPALA's V-trace; below 1 the "
+      "traces are cut like GAE(lambda)'s.")
+  clip_rho: float = flagconfig.field(
+      1.0, "V-trace's truncation of the importance weights in the targets and the policy "
+      "gradient (IMPALA: 1).")
+  clip_c: float = flagconfig.field(
+      1.0, "V-trace's truncation of the trace coefficients c_t (IMPALA: 1).")
+  ppo_clip: float = flagconfig.field(
+      0.1, "appo: the clipped surrogate's epsilon.")
+  appo_anchor: str = flagconfig.field(
+      "learner", "<learner|behaviour>: appo's clip range is centred on the learner's policy "
+      "when the batch arrives (V-trace's weights carry the lag) or on the behaviour policy "
+      "that acted.", choices=APPO_ANCHORS)
+  vtrace_targets: str = flagconfig.field(
+      "step", "<step|batch>: vtrace's and appo's targets and advantages, computed under "
+      "the network at every gradient step (RLlib's APPO) or once when the batch arrives "
+      "and held through its epochs (as PPO's GAE).", choices=VTRACE_TARGETS)
+  epochs: int = flagconfig.field(
+      1, "Passes over each training batch (appo, vtrace; a3c: 1).")
+  minibatches: int = flagconfig.field(
+      1, "Minibatches of whole segments per pass (appo, vtrace; a3c: 1).")
+  normalize_advantages: bool = flagconfig.field(
+      False, "Normalize the advantages of each minibatch to mean 0, std 1 (vtrace, appo).")
+
+  def __post_init__(self):
+    for name, allowed in (("loss", LOSSES), ("loss_reduction", LOSS_REDUCTIONS),
+                          ("appo_anchor", APPO_ANCHORS), ("vtrace_targets", VTRACE_TARGETS)):
+      if getattr(self, name) not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(allowed)}, got "
+                         f"{getattr(self, name)!r}.")
+    for name in ("epochs", "minibatches"):
+      if getattr(self, name) < 1:
+        raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
+    if self.loss == "a3c" and (self.epochs, self.minibatches) != (1, 1):
+      raise ValueError("--loss=a3c takes one pass over each batch: --epochs and "
+                       "--minibatches must be 1 (--loss=appo or vtrace take more).")
+    if not 0.0 <= self.discount <= 1.0:
+      raise ValueError(f"discount must be in [0, 1], got {self.discount}.")
+    if not 0.0 <= self.vtrace_lambda <= 1.0:
+      raise ValueError(f"vtrace_lambda must be in [0, 1], got {self.vtrace_lambda}.")
+    if not self.ppo_clip > 0.0:
+      raise ValueError(f"ppo_clip must be > 0, got {self.ppo_clip}.")
 
 
 @dataclasses.dataclass
@@ -74,15 +148,10 @@ class GA3CConfig:
       64, "Capacity of the training queue (segments).")
 
   # Learner.
-  loss: str = flagconfig.field(
-      "a3c", "<a3c|vtrace|appo>: a3c: the paper's n-step A3C loss. vtrace: IMPALA's "
-      "V-trace targets, correcting the lag between the policy that acted and the learner's. "
-      "appo: PPO's clipped surrogate on V-trace targets, --epochs passes over each batch.",
-      choices=LOSSES)
+  # The loss and its settings: --loss, --discount, --entropy_beta, ...
+  learner: LearnerConfig = flagconfig.nested(LearnerConfig)
   t_max: int = flagconfig.field(
       5, "Segment length: n of the n-step returns (a3c), the V-trace horizon (vtrace, appo).")
-  discount: float = flagconfig.field(
-      0.99, "Discount gamma.")
   optimizer: str = flagconfig.field(
       "rmsprop", "<rmsprop|adam>: The optimizer (GA3C: RMSProp).", choices=OPTIMIZERS)
   learning_rate: float = flagconfig.field(
@@ -99,44 +168,6 @@ class GA3CConfig:
       0.99, "RMSProp decay.")
   rmsprop_epsilon: float = flagconfig.field(
       0.1, "RMSProp epsilon (GA3C: 0.1).")
-  entropy_beta: float = flagconfig.field(
-      0.01, "Weight of the entropy bonus.")
-  value_coef: float = flagconfig.field(
-      0.5, "Weight of the squared value error.")
-  log_epsilon: float = flagconfig.field(
-      1e-6, "Probabilities are clipped below at this inside logs (policy-lag "
-      "guard).")
-  reward_clip: float = flagconfig.field(
-      1.0, "Clip training rewards to [-c, c]; 0 disables.")
-  loss_reduction: str = flagconfig.field(
-      "sum", "<sum|mean>: Sum (GA3C) or average the loss over the samples of a "
-      "batch.", choices=("sum", "mean"))
-  grad_clip_norm: float = flagconfig.field(
-      0.0, "Clip gradients to this global norm; 0 disables.")
-  vtrace_lambda: float = flagconfig.field(
-      1.0, "V-trace's lambda in [0, 1] (vtrace, appo): 1 is IMPALA's V-trace; below 1 the "
-      "traces are cut like GAE(lambda)'s.")
-  clip_rho: float = flagconfig.field(
-      1.0, "V-trace's truncation of the importance weights in the targets and the policy "
-      "gradient (IMPALA: 1).")
-  clip_c: float = flagconfig.field(
-      1.0, "V-trace's truncation of the trace coefficients c_t (IMPALA: 1).")
-  ppo_clip: float = flagconfig.field(
-      0.1, "appo: the clipped surrogate's epsilon.")
-  appo_anchor: str = flagconfig.field(
-      "learner", "<learner|behaviour>: appo's clip range is centred on the learner's policy "
-      "when the batch arrives (V-trace's weights carry the lag) or on the behaviour policy "
-      "that acted.", choices=("learner", "behaviour"))
-  vtrace_targets: str = flagconfig.field(
-      "step", "<step|batch>: vtrace's and appo's targets and advantages, computed under "
-      "the network at every gradient step (RLlib's APPO) or once when the batch arrives "
-      "and held through its epochs (as PPO's GAE).", choices=("step", "batch"))
-  epochs: int = flagconfig.field(
-      1, "Passes over each training batch (appo, vtrace; a3c: 1).")
-  minibatches: int = flagconfig.field(
-      1, "Minibatches of whole segments per pass (appo, vtrace; a3c: 1).")
-  normalize_advantages: bool = flagconfig.field(
-      False, "Normalize the advantages of each minibatch to mean 0, std 1 (vtrace, appo).")
   init: str = flagconfig.field(
       "glorot", "<glorot|orthogonal>: The network's initial weights. orthogonal: gain "
       "sqrt(2) for hidden layers, 0.01 for the policy head, 1 for the value head, zero "
@@ -223,7 +254,7 @@ class GA3CConfig:
     for name in ("predictors", "trainers", "envs_per_agent", "t_max",
                  "prediction_batch_size", "prediction_queue_size",
                  "training_queue_size", "max_agents", "max_predictors",
-                 "max_trainers", "epochs", "minibatches"):
+                 "max_trainers"):
       if getattr(self, name) < 1:
         raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
     self.max_agents = max(self.max_agents, self.agents)
@@ -232,18 +263,12 @@ class GA3CConfig:
     if self.precision not in PRECISIONS:
       raise ValueError(
           f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}.")
-    if self.loss_reduction not in ("sum", "mean"):
-      raise ValueError(
-          f"loss_reduction must be 'sum' or 'mean', got {self.loss_reduction!r}.")
-    for name, allowed in (("loss", LOSSES), ("optimizer", OPTIMIZERS),
+    for name, allowed in (("optimizer", OPTIMIZERS),
                           ("lr_schedule", LR_SCHEDULES), ("init", INITS),
                           ("torso", TORSOS)):
       if getattr(self, name) not in allowed:
         raise ValueError(f"{name} must be one of {', '.join(allowed)}, got "
                          f"{getattr(self, name)!r}.")
-    if self.loss == "a3c" and (self.epochs, self.minibatches) != (1, 1):
-      raise ValueError("--loss=a3c takes one pass over each batch: --epochs and "
-                       "--minibatches must be 1 (--loss=appo or vtrace take more).")
     if self.lr_decay_frames < 0:
       raise ValueError(f"lr_decay_frames must be >= 0 (0: max_frames), got "
                        f"{self.lr_decay_frames}.")
@@ -254,12 +279,10 @@ class GA3CConfig:
       raise ValueError(
           f"training_max_batch_size ({self.training_max_batch_size}) must be 0 (4x the "
           f"minimum) or at least training_min_batch_size ({self.training_min_batch_size}).")
-    if self.minibatches > self.segments_per_min_batch:
+    if self.learner.minibatches > self.segments_per_min_batch:
       raise ValueError(
-          f"minibatches ({self.minibatches}) must be at most the segments of the smallest "
+          f"minibatches ({self.learner.minibatches}) must be at most the segments of the smallest "
           f"batch ({self.segments_per_min_batch} = training_min_batch_size / t_max).")
-    if not 0.0 <= self.discount <= 1.0:
-      raise ValueError(f"discount must be in [0, 1], got {self.discount}.")
     if self.profile_steps is not None:
       if len(self.profile_steps) != 2:
         raise ValueError(f"--profile_steps must be START,END (two integers), got "

@@ -4,7 +4,7 @@
                                              # behaviour_log_prob, version [n, T]
     metrics = learner.train(batch)
 
-The loss is one of `tfrl.ga3c.losses.LOSSES`:
+The loss is one of `tfrl.ga3c.config.LOSSES`:
 
   a3c     GA3C's (the paper's): n-step returns, one gradient step per batch.
   vtrace  IMPALA's: V-trace targets correct the lag between the predictor's
@@ -45,7 +45,6 @@ the variables); the pruning hook stays outside it. XLA compiles that function
 once per batch shape it meets.
 """
 
-import dataclasses
 from typing import Callable, Dict, Optional
 
 import tensorflow as tf
@@ -53,55 +52,11 @@ import tensorflow as tf
 from tfrl import layers as tl
 from tfrl.ga3c import losses
 from tfrl.ga3c import vtrace as vtrace_lib
-
-APPO_ANCHORS = ("learner", "behaviour")
-VTRACE_TARGETS = ("step", "batch")
+from tfrl.ga3c.config import LearnerConfig
 
 # The names older code and tests import from here.
 n_step_returns = losses.n_step_returns
 a3c_loss = losses.a3c_loss
-
-
-@dataclasses.dataclass
-class LearnerConfig:
-  """The loss and its settings (GA3CConfig's learner fields; see there for help)."""
-  loss: str = "a3c"
-  discount: float = 0.99
-  entropy_beta: float = 0.01
-  log_epsilon: float = 1e-6
-  value_coef: float = 0.5
-  reward_clip: float = 1.0
-  loss_reduction: str = "sum"
-  grad_clip_norm: float = 0.0
-  vtrace_lambda: float = 1.0
-  clip_rho: float = 1.0
-  clip_c: float = 1.0
-  ppo_clip: float = 0.1
-  epochs: int = 1
-  minibatches: int = 1
-  normalize_advantages: bool = False
-  appo_anchor: str = "learner"
-  vtrace_targets: str = "step"
-
-  def __post_init__(self):
-    if self.loss not in losses.LOSSES:
-      raise ValueError(f"loss must be one of {', '.join(losses.LOSSES)}, got {self.loss!r}.")
-    if self.epochs < 1 or self.minibatches < 1:
-      raise ValueError(f"epochs and minibatches must be >= 1, got {self.epochs}, "
-                       f"{self.minibatches}.")
-    if self.loss == "a3c" and (self.epochs, self.minibatches) != (1, 1):
-      raise ValueError("loss a3c takes one pass over each batch: epochs and minibatches "
-                       "must be 1 (use --loss=appo or vtrace for more).")
-    if not 0.0 <= self.vtrace_lambda <= 1.0:
-      raise ValueError(f"vtrace_lambda must be in [0, 1], got {self.vtrace_lambda}.")
-    if self.appo_anchor not in APPO_ANCHORS:
-      raise ValueError(f"appo_anchor must be one of {', '.join(APPO_ANCHORS)}, got "
-                       f"{self.appo_anchor!r}.")
-    if self.vtrace_targets not in VTRACE_TARGETS:
-      raise ValueError(f"vtrace_targets must be one of {', '.join(VTRACE_TARGETS)}, got "
-                       f"{self.vtrace_targets!r}.")
-    if not self.ppo_clip > 0.0:
-      raise ValueError(f"ppo_clip must be > 0, got {self.ppo_clip}.")
 
 
 def _flat(x, b, t):

@@ -20,8 +20,6 @@ from typing import Dict, Tuple
 
 import tensorflow as tf
 
-LOSSES = ("a3c", "vtrace", "appo")
-
 
 def n_step_returns(rewards, dones, bootstrap_value, discount):
   """Discounted n-step returns of fixed-length segments.

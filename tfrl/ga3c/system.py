@@ -31,7 +31,7 @@ from tfrl.envs.make import make_env
 from tfrl.ga3c.adjuster import Bounds, DynamicAdjuster
 from tfrl.ga3c.agents import AgentPool
 from tfrl.ga3c.config import GA3CConfig
-from tfrl.ga3c.learner import Learner, LearnerConfig
+from tfrl.ga3c.learner import Learner
 from tfrl.ga3c.network import make_network
 from tfrl.ga3c.predictor import Predictor
 from tfrl.ga3c.queues import Queues
@@ -52,18 +52,6 @@ def make_optimizer(config: GA3CConfig, learning_rate=None):
     return optimizers.Adam(learning_rate, epsilon=config.adam_epsilon)
   return optimizers.RMSProp(learning_rate, decay=config.rmsprop_decay,
                             epsilon=config.rmsprop_epsilon)
-
-
-def learner_config(config: GA3CConfig) -> LearnerConfig:
-  return LearnerConfig(
-      loss=config.loss, discount=config.discount, entropy_beta=config.entropy_beta,
-      log_epsilon=config.log_epsilon, value_coef=config.value_coef,
-      reward_clip=config.reward_clip, loss_reduction=config.loss_reduction,
-      grad_clip_norm=config.grad_clip_norm, vtrace_lambda=config.vtrace_lambda,
-      clip_rho=config.clip_rho, clip_c=config.clip_c, ppo_clip=config.ppo_clip,
-      epochs=config.epochs, minibatches=config.minibatches,
-      normalize_advantages=config.normalize_advantages, appo_anchor=config.appo_anchor,
-      vtrace_targets=config.vtrace_targets)
 
 
 def build(config: GA3CConfig) -> run_loop.Job:
@@ -175,7 +163,7 @@ class GA3C(run_loop.Algorithm):
                                batch_size=cfg.prediction_batch_size,
                                counters=self.counters, version=self.optimizer.step,
                                jit_compile=cfg.jit_compile_predict)
-    self.learner = Learner(self.network, self.optimizer, learner_config(cfg),
+    self.learner = Learner(self.network, self.optimizer, cfg.learner,
                            after_update=tl.after_update, jit_compile=cfg.jit_compile_train)
     self.trainer = Trainer(self.learner, self.queues,
                            min_segments=cfg.segments_per_min_batch,
