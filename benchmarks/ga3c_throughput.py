@@ -76,8 +76,8 @@ def training_fps(game, agents, envs_per_agent, seconds, warmup, precision):
       envs_per_agent=envs_per_agent, prediction_batch_size=32,
       training_min_batch_size=80, training_max_batch_size=320,
       learning_rate=7e-4, rmsprop_epsilon=1e-5,
-      learner=LearnerConfig(loss_reduction="mean", grad_clip_norm=0.5), logdir=logdir, checkpoint_every=0, stats_every=10,
-      max_seconds=warmup + seconds, precision=precision)
+      learner=LearnerConfig(loss_reduction="mean", grad_clip_norm=0.5), logdir=logdir,
+      checkpoint_every=0, stats_every=10, max_seconds=warmup + seconds, precision=precision)
   job = build(config)
   marks, made = {}, {}
 
