@@ -7,12 +7,14 @@
 
 A runner is the agent side of a local run, built from the same code: its own
 env slots (`make_env` with the run's protocol and the runner's seed), its own
-copy of the network (`network.make_network`), `Queues`, an `AgentPool` of
-`max_agents x envs_per_agent` slots and `predictors` `Predictor`s, each loop
-in a thread of the actor's process. Its policy version is a variable that
-only `set_weights` moves, to the learner's optimizer step that the weights
-came from, so every segment names the learner's policy that acted (the
-learner's V-trace / APPO losses correct the lag, and it is logged).
+copy of the network (`network.make_network`) and the acting loops
+(`acting.acting_loops`: `Queues`, an `AgentPool` of `max_agents x
+envs_per_agent` slots, a `Predictor`); each agent and each of the
+`predictors` predictor loops runs in a thread of the actor's process. Its
+policy version is a variable that only `set_weights` moves, to the learner's
+optimizer step that the weights came from, so every segment names the
+learner's policy that acted (the learner's V-trace / APPO losses correct the
+lag, and it is logged).
 
 `collect` drains the local training and episode queues: segments as numpy
 arrays with the training queue's keys and dtypes (uint8 observations for
@@ -70,10 +72,8 @@ class RemoteRunner:
     tf.config.threading.set_inter_op_parallelism_threads(threads)
     # pylint: disable=import-outside-toplevel
     from tfrl.envs.make import make_env
-    from tfrl.ga3c.agents import AgentPool
+    from tfrl.ga3c.acting import acting_loops
     from tfrl.ga3c.network import make_network
-    from tfrl.ga3c.predictor import Predictor
-    from tfrl.ga3c.queues import Queues
     from tfrl.ga3c.workers import Worker
     # pylint: enable=import-outside-toplevel
     cfg = spec.config
@@ -88,19 +88,11 @@ class RemoteRunner:
     self.version = tf.Variable(spec.version, dtype=tf.int64, trainable=False,
                                name="policy_version")
     self.set_weights(spec.version, spec.weights)
-    self.queues = Queues(
-        obs_shape=shape, obs_dtype=self.env.observation_dtype, num_agents=cfg.max_agents,
-        envs_per_agent=cfg.envs_per_agent, t_max=cfg.t_max,
-        prediction_capacity=max(cfg.prediction_queue_size, self.slots),
-        training_capacity=cfg.runner_queue_capacity)
     counters = {k: tf.Variable(0, dtype=tf.int64, trainable=False, name=k)
                 for k in ("env_steps", "episodes", "predictions", "prediction_batches")}
-    self.agents = AgentPool(self.env, self.queues, num_agents=cfg.max_agents,
-                            envs_per_agent=cfg.envs_per_agent, t_max=cfg.t_max,
-                            counters=counters)
-    self.predictor = Predictor(self.network, self.queues,
-                               batch_size=cfg.prediction_batch_size, counters=counters,
-                               version=self.version, jit_compile=cfg.jit_compile_predict)
+    self.queues, self.agents, self.predictor = acting_loops(
+        cfg, self.env, self.network, num_agents=cfg.max_agents,
+        training_capacity=cfg.runner_queue_capacity, counters=counters, version=self.version)
     # Traced once here, before the threads race to do it (as the system's begin()).
     self.agents.run_segment.get_concrete_function()
     self.predictor.predict.get_concrete_function()

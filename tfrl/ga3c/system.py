@@ -28,13 +28,11 @@ from tfrl import profiling
 from tfrl import run_loop
 from tfrl import tf_checkpoints
 from tfrl.envs.make import make_env
+from tfrl.ga3c.acting import acting_loops
 from tfrl.ga3c.adjuster import Bounds, DynamicAdjuster
-from tfrl.ga3c.agents import AgentPool
 from tfrl.ga3c.config import GA3CConfig
 from tfrl.ga3c.learner import Learner
 from tfrl.ga3c.network import make_network
-from tfrl.ga3c.predictor import Predictor
-from tfrl.ga3c.queues import Queues
 from tfrl.ga3c.remote_feed import RemoteFeed
 from tfrl.ga3c.stats import Stats
 from tfrl.ga3c.trainer import Trainer
@@ -147,22 +145,10 @@ class GA3C(run_loop.Algorithm):
   def _build_loops(self) -> None:
     """The queues, and the agents, predictor and trainer that their threads call."""
     cfg = self.config
-    self.queues = Queues(
-        obs_shape=self.observation_shape, obs_dtype=self.observation_dtype,
-        num_agents=cfg.local_agents, envs_per_agent=cfg.envs_per_agent,
-        t_max=cfg.t_max,
-        prediction_capacity=max(cfg.prediction_queue_size,
-                                cfg.num_env_slots),
-        training_capacity=max(cfg.training_queue_size,
-                              cfg.segments_per_max_batch))
-    self.agents = AgentPool(
-        self.env, self.queues, num_agents=cfg.local_agents,
-        envs_per_agent=cfg.envs_per_agent, t_max=cfg.t_max,
-        counters=self.counters)
-    self.predictor = Predictor(self.network, self.queues,
-                               batch_size=cfg.prediction_batch_size,
-                               counters=self.counters, version=self.optimizer.step,
-                               jit_compile=cfg.jit_compile_predict)
+    self.queues, self.agents, self.predictor = acting_loops(
+        cfg, self.env, self.network, num_agents=cfg.local_agents,
+        training_capacity=max(cfg.training_queue_size, cfg.segments_per_max_batch),
+        counters=self.counters, version=self.optimizer.step)
     self.learner = Learner(self.network, self.optimizer, cfg.learner,
                            after_update=tl.after_update, jit_compile=cfg.jit_compile_train)
     self.trainer = Trainer(self.learner, self.queues,
