@@ -8,10 +8,19 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
+import pytest
 import tensorflow as tf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Every wait of the test but `bazel shutdown` shares one clock (the build's
+# actions take about 4 minutes on 2 cores), and the test's timeout mark leaves
+# room for the shutdown after it: a hung step fails here and the Bazel server
+# is still shut down before pytest's timeout would fire.
+_BUDGET_SECONDS = 1800
+_SHUTDOWN_SECONDS = 120
 
 # Plays a few seeded Pong steps with the library named by TFRL_ALE_OPS_LIBRARY
 # and prints a digest of what it saw.
@@ -57,47 +66,57 @@ def load_setup():
   return module
 
 
-def bazel_sources(bazel, *defines):
+def seconds_left(deadline):
+  """The timeout of a wait that must end by `deadline` (time.monotonic())."""
+  return max(deadline - time.monotonic(), 1.0)
+
+
+def bazel_sources(bazel, deadline, *defines):
   """The .cc sources of the population library in a Bazel build with `defines`."""
   out = subprocess.run([bazel, "cquery", *defines, "--output=label",
                         "labels(srcs, //custom_ops/population:_population_ops.so)"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=600, check=True)
+                       cwd=ROOT, capture_output=True, text=True,
+                       timeout=seconds_left(deadline), check=True)
   labels = [line.split()[0] for line in out.stdout.splitlines() if line.startswith("//")]
   return sorted(l[2:].replace(":", "/") for l in labels if l.endswith(".cc"))
 
 
-def play(family, code, library=None):
+def play(family, code, deadline, library=None):
   """The digest `code` prints with `family`'s library (the installed one by default)."""
   env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
   if library:
     env[f"TFRL_{family.upper()}_OPS_LIBRARY"] = library
-  out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT,
-                       capture_output=True, text=True, timeout=300, check=True)
+  out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True,
+                       text=True, timeout=seconds_left(deadline), check=True)
   return out.stdout.split()[-1]
 
 
 class BazelBuildTest(tf.test.TestCase):
 
+  @pytest.mark.timeout(_BUDGET_SECONDS + _SHUTDOWN_SECONDS + 180)
   def test_bazel_built_library_loads_and_plays_like_the_pip_build(self):
+    deadline = time.monotonic() + _BUDGET_SECONDS
     bazel = shutil.which("bazel")
     self.assertIsNotNone(bazel, "bazel is not installed: apt-get install bazel-bootstrap")
     subprocess.run([sys.executable, "setup.py", "-q", "configure_bazel"], cwd=ROOT,
-                   check=True, capture_output=True, timeout=1200)
-    # -O0 (appended after the rules' -O3): the test is about the build graph,
-    # and the optimised objects of the same sources are setup.py's, compiled
-    # by the install; -O0 saves about a quarter of the compile time, more on
-    # the longest source (population_delta_net.cc: 112 s at -O3, 48 s at -O0).
-    build = subprocess.run([bazel, "build", "--per_file_copt=//custom_ops/.*@-O0", "//:ops"],
-                           cwd=ROOT, capture_output=True, text=True, timeout=1800)
+                   check=True, capture_output=True, timeout=seconds_left(deadline))
     try:
+      # -O0 (appended after the rules' -O3): the test is about the build graph,
+      # and the optimised objects of the same sources are setup.py's, compiled
+      # by the install; -O0 saves about a quarter of the compile time, more on
+      # the longest source (population_delta_net.cc: 112 s at -O3, 48 s at -O0).
+      build = subprocess.run([bazel, "build", "--per_file_copt=//custom_ops/.*@-O0", "//:ops"],
+                             cwd=ROOT, capture_output=True, text=True,
+                             timeout=seconds_left(deadline))
       # The optional parts are selected as setup.py selects them.
       setup = load_setup()
       options = [o.bazel for o in setup.BUILD_OPTIONS.values()]
-      default_sources = bazel_sources(bazel)
-      option_sources = bazel_sources(bazel, *options)
+      default_sources = bazel_sources(bazel, deadline)
+      option_sources = bazel_sources(bazel, deadline, *options)
     finally:
-      # Leave no Bazel server running after the test.
-      subprocess.run([bazel, "shutdown"], cwd=ROOT, capture_output=True, timeout=120)
+      # Leave no Bazel server running after the test, whatever happened above.
+      subprocess.run([bazel, "shutdown"], cwd=ROOT, capture_output=True,
+                     timeout=_SHUTDOWN_SECONDS)
     self.assertEqual(build.returncode, 0, build.stderr[-3000:])
     self.assertEqual(default_sources, sorted(setup.op_families({})["population"].sources))
     every = {variable: "1" for variable in setup.BUILD_OPTIONS}
@@ -106,12 +125,14 @@ class BazelBuildTest(tf.test.TestCase):
     for family, code in (("ale", PLAY_ALE), ("mujoco", PLAY_MUJOCO)):
       library = os.path.join(ROOT, "bazel-bin", "custom_ops", family, f"_{family}_ops.so")
       self.assertTrue(os.path.exists(library), library)
-      self.assertEqual(play(family, code, library), play(family, code), family)
+      self.assertEqual(play(family, code, deadline, library), play(family, code, deadline),
+                       family)
     population = os.path.join(ROOT, "bazel-bin", "custom_ops", "population",
                               "_population_ops.so")
     env = dict(os.environ, PYTHONPATH=ROOT, TFRL_POPULATION_OPS_LIBRARY=population)
     out = subprocess.run([sys.executable, "-c", POPULATION], env=env, cwd=ROOT,
-                         capture_output=True, text=True, timeout=300, check=True)
+                         capture_output=True, text=True, timeout=seconds_left(deadline),
+                         check=True)
     self.assertEqual(out.stdout.split("\n")[-2], "() 11.0")
 
 

@@ -15,10 +15,14 @@ import tempfile
 import textwrap
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _PRESETS = ("td3_humanoid", "td3_humanoid_pruning", "td3_humanoid_gst")
+# The checker's wait (killed at its end by subprocess.run); the class's timeout
+# mark is above it with room for the tests and the clean-up.
+_CHECKER_SECONDS = 1200
 
 _CHECKER = textwrap.dedent("""
     import dataclasses, json, os, sys
@@ -52,6 +56,8 @@ _CHECKER = textwrap.dedent("""
 """)
 
 
+# setUpClass runs inside the first test's timeout, the class clean-up inside the last's.
+@pytest.mark.timeout(_CHECKER_SECONDS + 180)
 class HumanoidPresetsTest(tf.test.TestCase):
 
   test_session = None  # tf.test.TestCase's deprecated helper, not a test.
@@ -60,17 +66,14 @@ class HumanoidPresetsTest(tf.test.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.root = tempfile.mkdtemp()
+    # A class cleanup runs even when setUpClass fails (tearDownClass would not).
+    cls.addClassCleanup(shutil.rmtree, cls.root, ignore_errors=True)
     env = dict(os.environ, PYTHONPATH=_REPO, TF_CPP_MIN_LOG_LEVEL="3")
     result = subprocess.run([sys.executable, "-c", _CHECKER, cls.root, *_PRESETS], cwd=_REPO,
-                            env=env, capture_output=True, text=True, timeout=1200)
+                            env=env, capture_output=True, text=True, timeout=_CHECKER_SECONDS)
     if result.returncode:
       raise AssertionError(f"the Humanoid presets failed: {result.stderr[-3000:]}")
     cls.results = json.loads(result.stdout.strip().splitlines()[-1])
-
-  @classmethod
-  def tearDownClass(cls):
-    shutil.rmtree(cls.root, ignore_errors=True)
-    super().tearDownClass()
 
   def test_each_preset_trains_checkpoints_and_resumes(self):
     for name in _PRESETS:

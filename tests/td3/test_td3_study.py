@@ -5,30 +5,63 @@ finished runs instead of running them again."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 from absl.testing import absltest
+import pytest
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _SHORT = ["--set=total_steps=600", "--set=start_steps=200", "--set=eval_every=300",
           "--set=eval_episodes=1", "--set=log_every=300"]
+# A test's studies share one clock. One still running at its end gets a Ctrl-C,
+# on which td3_study.py stops its runs (each by Ctrl-C, then SIGTERM and SIGKILL
+# after 180 + 30 + 30 s at the most, one after the other), so no run outlives
+# the test; the timeout mark leaves room for that stop.
+_BUDGET_SECONDS = 900
+_STOP_SECONDS = 540  # two runs' stops at the most, and the study's own exit
+# benchmarks/td3_study.py ARGS, taking Ctrl-C as a terminal delivers it even
+# where the suite was started in the background (with SIGINT ignored).
+_STUDY = ("import runpy, signal, sys\n"
+          "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+          "sys.argv = sys.argv[1:]\n"
+          "runpy.run_path(sys.argv[0], run_name='__main__')\n")
 
 
-def _run(*args):
-  return subprocess.run([sys.executable, "benchmarks/td3_study.py", *args], cwd=_ROOT,
-                        capture_output=True, text=True, timeout=900)
-
-
+@pytest.mark.timeout(_BUDGET_SECONDS + _STOP_SECONDS + 60)
 class TD3StudyTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.deadline = time.monotonic() + _BUDGET_SECONDS
+
+  def _run(self, *args):
+    """benchmarks/td3_study.py with `args`, finished by the test's deadline."""
+    with subprocess.Popen([sys.executable, "-c", _STUDY, "benchmarks/td3_study.py", *args],
+                          cwd=_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as proc:
+      try:
+        out, err = proc.communicate(timeout=max(self.deadline - time.monotonic(), 1.0))
+      except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        try:
+          out, err = proc.communicate(timeout=_STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+          proc.kill()
+          out, err = proc.communicate()
+        self.fail(f"td3_study.py {' '.join(args)} still ran at the test's deadline and was "
+                  f"stopped; its stderr ends:\n{err[-3000:]}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
   def test_two_seeds_side_by_side_then_read_again(self):
     with tempfile.TemporaryDirectory() as tmp:
       output = os.path.join(tmp, "study.json")
       args = ["--presets=td3_pendulum", "--seeds=0,1", "--parallel=2", f"--workdir={tmp}",
               f"--output={output}", *_SHORT]
-      done = _run(*args)
+      done = self._run(*args)
       self.assertEqual(done.returncode, 0, done.stderr[-3000:])
       self.assertIn("0 runs finished earlier; 2 to run", done.stdout)
       with open(output) as f:
@@ -59,8 +92,8 @@ class TD3StudyTest(absltest.TestCase):
         self.assertIn("step 600", f.read())
 
       # --collect with a third seed: that run is listed, not started.
-      collected = _run(*[a for a in args if not a.startswith("--seeds")], "--seeds=0,1,2",
-                       "--collect")
+      collected = self._run(*[a for a in args if not a.startswith("--seeds")], "--seeds=0,1,2",
+                            "--collect")
       self.assertEqual(collected.returncode, 0, collected.stderr[-3000:])
       self.assertIn("2 runs finished earlier; 1 not finished (--collect)", collected.stdout)
       self.assertFalse(os.path.exists(os.path.join(tmp, "td3_pendulum_s2")))
@@ -69,7 +102,7 @@ class TD3StudyTest(absltest.TestCase):
       self.assertEqual([r["completed"] for r in record["runs"]], [True, True, False])
       self.assertEqual(record["summary"]["td3_pendulum"]["seeds"], [0, 1])
 
-      again = _run(*args)
+      again = self._run(*args)
       self.assertEqual(again.returncode, 0, again.stderr[-3000:])
       self.assertIn("2 runs finished earlier; 0 to run", again.stdout)
       with open(output) as f:
@@ -79,8 +112,8 @@ class TD3StudyTest(absltest.TestCase):
       # runs are carried over as recorded (curves and all), only seed 2 is left.
       moved = os.path.join(tmp, "moved")
       later = os.path.join(tmp, "later.json")
-      carried = _run("--presets=td3_pendulum", "--seeds=0,1,2", f"--workdir={moved}",
-                     f"--output={later}", f"--earlier={output}", "--collect", *_SHORT)
+      carried = self._run("--presets=td3_pendulum", "--seeds=0,1,2", f"--workdir={moved}",
+                          f"--output={later}", f"--earlier={output}", "--collect", *_SHORT)
       self.assertEqual(carried.returncode, 0, carried.stderr[-3000:])
       self.assertIn("2 runs carried over from --earlier", carried.stdout)
       self.assertIn("2 runs finished earlier; 1 not finished (--collect)", carried.stdout)
@@ -98,13 +131,13 @@ class TD3StudyTest(absltest.TestCase):
       broken = os.path.join(tmp, "broken.json")
       with open(broken, "w") as f:
         f.write("{\"runs\": [")
-      refused = _run("--presets=td3_pendulum", "--seeds=0", f"--workdir={moved}",
-                     f"--output={later}", f"--earlier={broken}", "--collect")
+      refused = self._run("--presets=td3_pendulum", "--seeds=0", f"--workdir={moved}",
+                          f"--output={later}", f"--earlier={broken}", "--collect")
       self.assertNotEqual(refused.returncode, 0)
       self.assertIn(f"--earlier={broken} is not a readable study JSON", refused.stderr)
 
   def test_refuses_what_is_not_a_td3_preset(self):
-    done = _run("--presets=ga_pong", "--seeds=0")
+    done = self._run("--presets=ga_pong", "--seeds=0")
     self.assertNotEqual(done.returncode, 0)
     self.assertIn("ga_pong not TD3 presets", done.stderr)
 
