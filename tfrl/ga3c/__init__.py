@@ -20,6 +20,7 @@ from tfrl.ga3c.adjuster import DynamicAdjuster
 from tfrl.ga3c.agents import AgentPool
 from tfrl.ga3c.config import GA3CConfig, LearnerConfig
 from tfrl.ga3c.learner import Learner, a3c_loss, n_step_returns
+from tfrl.ga3c.network import make_network
 from tfrl.ga3c.predictor import Predictor
 from tfrl.ga3c.queues import Queues
 from tfrl.ga3c.stats import Stats
