@@ -7,7 +7,8 @@
    profile-guided optimisation (TFRL_ALE_PGO=0 turns it off), cached under
    ~/.cache/tfrl so that later builds on the machine skip it;
 2. compiles every op family, one folder `custom_ops/<family>/` with its op
-   registrations `cc/ops/*.cc` and its kernels `cc/kernels/*.cc`, into
+   registrations `cc/ops/*.cc` and its kernels `cc/kernels/*.cc` (headers
+   found there and in `custom_ops/common/`, the headers families share), into
    `tfrl/ops/_<family>_ops.so` with TensorFlow's own compile and link flags
    (tf.sysconfig). Optional parts of a family (BUILD_OPTIONS) are left out
    unless their environment variable is 1. The MuJoCo family compiles
@@ -50,6 +51,8 @@ ALE_SDIST = f"ale_py-{ALE_VERSION}.tar.gz"
 ALE_SDIST_SHA256 = "c503d574c5983e1063b451201ccb779d935919c0f6bf116fb0f4f8aa4c86d249"
 ROOT = os.path.dirname(os.path.abspath(__file__))
 OPS_DIR = "custom_ops"
+# The headers several op families include, found by every family's build.
+COMMON_DIR = "common"
 # Op families that link the emulator, and the ones that link MuJoCo.
 FAMILIES_NEEDING_ALE = {"ale"}
 FAMILIES_NEEDING_MUJOCO = {"mujoco"}
@@ -259,11 +262,12 @@ def enabled_options(environ=None):
 
 @dataclasses.dataclass(frozen=True)
 class Family:
-  """One op family's library: its sources (relative to ROOT) and macros."""
+  """One op family's library: its sources (relative to ROOT), macros and the
+  folders its quoted #includes are found in (-I, in order)."""
   name: str
   sources: tuple
   defines: tuple
-  include_dir: str
+  include_dirs: tuple
 
 
 def op_families(environ=None):
@@ -283,7 +287,8 @@ def op_families(environ=None):
     sources = [p for p in sources if p not in optional or p in wanted]
     defines = tuple(o.define for o in enabled.values() if o.family == name)
     families[name] = Family(name, tuple(sources), defines,
-                            os.path.join(ROOT, base, "cc", "kernels"))
+                            (os.path.join(ROOT, base, "cc", "kernels"),
+                             os.path.join(ROOT, OPS_DIR, COMMON_DIR)))
   return families
 
 
@@ -393,7 +398,7 @@ def compile_family(family: Family, output: str, objects_dir: str, tf_flags,
   tf_compile, tf_link = tf_flags
   # Paths in the objects relative to the checkout: the same object wherever it is.
   flags = ["-O3", "-fPIC", "-Wno-deprecated-declarations", f"-ffile-prefix-map={ROOT}/=",
-           *tf_compile, f"-I{family.include_dir}"]
+           *tf_compile, *(f"-I{folder}" for folder in family.include_dirs)]
   defines = [f"-D{d}=1" for d in family.defines]
   libs = []
   if family.name in FAMILIES_NEEDING_ALE:
@@ -415,7 +420,7 @@ def compile_family(family: Family, output: str, objects_dir: str, tf_flags,
   def compile_one(source):
     source = os.path.join(ROOT, source)
     obj = os.path.join(objects_dir, os.path.basename(source) + ".o")
-    key = object_key(identity, family.defines, source, [family.include_dir])
+    key = object_key(identity, family.defines, source, family.include_dirs)
     if cache.fetch(key, obj):
       cached.append(source)
     else:

@@ -39,10 +39,16 @@ class AleBuildTest(tf.test.TestCase):
 
   def test_op_families_follow_the_layout(self):
     # One folder per family under custom_ops/, its registrations in cc/ops
-    # and its kernels in cc/kernels; one library per family.
+    # and its kernels in cc/kernels; one library per family. Headers several
+    # families include live in custom_ops/common/, which every family's
+    # build searches after its own kernels (and which is no family).
     families = self.setup.op_families({})
     self.assertEqual(sorted(families), ["ale", "mujoco", "population"])
+    common = os.path.join(ROOT, "custom_ops", "common")
+    self.assertTrue(os.path.exists(os.path.join(common, "BUILD")))
     for name, family in families.items():
+      self.assertEqual(family.include_dirs,
+                       (os.path.join(ROOT, "custom_ops", name, "cc", "kernels"), common))
       self.assertIn(f"custom_ops/{name}/cc/ops/{name}_ops.cc", family.sources)
       for source in family.sources:
         self.assertRegex(source, rf"^custom_ops/{name}/cc/(ops|kernels)/[a-z0-9_]+\.cc$")
@@ -126,7 +132,8 @@ class ObjectCacheTest(tf.test.TestCase):
     self._write("venv/include/tensorflow/core/public/release_version.h", "#define TF_V 1\n")
     self._write("checkout/ops/probe.cc", _PROBE_SOURCE)
     self._write("checkout/ops/probe.h", _PROBE_HEADER)
-    self._write("checkout/ops/probe_value.h", "#define PROBE_VALUE 7\n")
+    # Found through the second include folder, as a header in custom_ops/common.
+    self._write("checkout/common/probe_value.h", "#define PROBE_VALUE 7\n")
     self._env = {k: os.environ.get(k) for k in ("TFRL_CACHE_DIR", "TFRL_OBJECT_CACHE")}
     os.environ["TFRL_CACHE_DIR"] = os.path.join(self.work, "cache")
     os.environ.pop("TFRL_OBJECT_CACHE", None)
@@ -149,8 +156,8 @@ class ObjectCacheTest(tf.test.TestCase):
   def _build(self, defines=()):
     """(value the library returns, objects taken from the cache)."""
     self.builds += 1
-    folder = os.path.join(self.setup.ROOT, "ops")
-    family = self.setup.Family("probe", ("ops/probe.cc",), tuple(defines), folder)
+    folders = tuple(os.path.join(self.setup.ROOT, f) for f in ("ops", "common"))
+    family = self.setup.Family("probe", ("ops/probe.cc",), tuple(defines), folders)
     output = os.path.join(self.work, f"lib{self.builds}", "probe.so")
     log = io.StringIO()
     with contextlib.redirect_stdout(log):
@@ -162,7 +169,7 @@ class ObjectCacheTest(tf.test.TestCase):
   def test_an_object_comes_from_the_cache_only_when_nothing_that_makes_it_changed(self):
     self.assertEqual(self._build(), (7, 0))
     self.assertEqual(self._build(), (7, 1))
-    self._write("checkout/ops/probe_value.h", "#define PROBE_VALUE 8\n")  # a nested header
+    self._write("checkout/common/probe_value.h", "#define PROBE_VALUE 8\n")  # a nested header
     self.assertEqual(self._build(), (8, 0))
     self.assertEqual(self._build(defines=["TFRL_PROBE_ON"]), (9, 0))  # a define it names
     self.assertEqual(self._build(defines=["TFRL_OTHER"]), (8, 1))  # one it does not

@@ -473,8 +473,7 @@ std::string AleBatch::Step(int slot_index, int action_index, bool auto_reset,
   Slot* slot = slots_[slot_index].get();
   std::lock_guard<std::mutex> lock(slot->mu);
   if (slot->needs_reset) {
-    return "env slot " + std::to_string(slot_index) +
-           " needs a reset before it can step: call reset on it first";
+    return "needs a reset before it can step: call reset on it first";
   }
   ale::ALEInterface& a = *slot->ale;
   const ale::Action action = static_cast<ale::Action>(action_set_[action_index]);

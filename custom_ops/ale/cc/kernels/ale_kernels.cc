@@ -1,6 +1,5 @@
 // Kernels of the ALE ops: the emulator batch lives in a ResourceBase; every
 // input is checked before any emulator moves, so bad input changes nothing.
-#include <atomic>
 #include <filesystem>
 #include <new>
 #include <set>
@@ -8,6 +7,7 @@
 #include <vector>
 
 #include "ale_batch.h"
+#include "env_kernels.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_mgr.h"
 #include "tensorflow/core/framework/tensor.h"
@@ -18,19 +18,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class AleEnvResource : public ResourceBase {
- public:
-  explicit AleEnvResource(std::unique_ptr<tfrl::AleBatch> batch)
-      : batch_(std::move(batch)) {}
-  tfrl::AleBatch* batch() { return batch_.get(); }
-  std::string DebugString() const override {
-    return "AleEnv(" + batch_->config().rom_path + ", " +
-           std::to_string(batch_->num_envs()) + " slots)";
-  }
-
- private:
-  std::unique_ptr<tfrl::AleBatch> batch_;
-};
+using tfrl::env_kernels::OutputNewResource;
+using tfrl::env_kernels::ParallelOverSlots;
+using AleEnvResource = tfrl::env_kernels::BatchResource<tfrl::AleBatch>;
+using AleSlotsOp = tfrl::env_kernels::SlotsOpKernel<tfrl::AleBatch>;
 
 std::string JoinGames(const std::string& directory) {
   std::set<std::string> games;
@@ -148,18 +139,9 @@ class AleEnvCreateOp : public OpKernel {
                                             " emulators of '", game_, "'"));
     }
     OP_REQUIRES(ctx, error.empty(), errors::InvalidArgument(error));
-
-    static std::atomic<int64_t> counter{0};
-    const std::string container = ctx->resource_manager()->default_container();
-    const std::string name = "tfrl_ale_env_" + std::to_string(counter++);
-    OP_REQUIRES_OK(ctx, ctx->resource_manager()->Create(
-                            container, name, new AleEnvResource(std::move(batch))));
-    Tensor* handle;
-    AllocatorAttributes attr;
-    attr.set_on_host(true);
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &handle, attr));
-    handle->scalar<ResourceHandle>()() =
-        MakeResourceHandle<AleEnvResource>(ctx, container, name);
+    OP_REQUIRES_OK(ctx, OutputNewResource(ctx, "tfrl_ale_env_",
+                                          new AleEnvResource(std::move(batch), "AleEnv",
+                                                             config.rom_path)));
   }
 
  private:
@@ -168,61 +150,13 @@ class AleEnvCreateOp : public OpKernel {
   tfrl::AleBatchConfig config_;
 };
 
-// Looks up the batch and checks `indices` (rank 1, in range, no repeats).
-Status GetBatchAndIndices(OpKernelContext* ctx, core::RefCountPtr<AleEnvResource>* env,
-                          std::vector<int>* indices) {
-  TF_RETURN_IF_ERROR(LookupResource(ctx, HandleFromInput(ctx, 0), env));
-  const Tensor& t = ctx->input(1);
-  if (t.dims() != 1) {
-    return errors::InvalidArgument("indices must be a vector of slot numbers, got shape ",
-                                   t.shape().DebugString());
-  }
-  const int n = (*env)->batch()->num_envs();
-  auto flat = t.vec<int32>();
-  std::vector<bool> seen(n, false);
-  for (int64_t i = 0; i < flat.size(); ++i) {
-    const int slot = flat(i);
-    if (slot < 0 || slot >= n) {
-      return errors::InvalidArgument("env index ", slot, " at position ", i,
-                                     " is out of range: allowed 0..", n - 1);
-    }
-    if (seen[slot]) {
-      return errors::InvalidArgument("env index ", slot,
-                                     " appears twice in indices; each slot at most once");
-    }
-    seen[slot] = true;
-    indices->push_back(slot);
-  }
-  return absl::OkStatus();
-}
-
-// Runs fn(i) for i in [0, n) on the intra-op pool, one emulator per task;
-// returns the first error message.
-Status ParallelOverSlots(OpKernelContext* ctx, int n,
-                         const std::function<std::string(int)>& fn) {
-  std::vector<std::string> errors_out(n);
-  auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
-  // An emulator step costs ~1e5-1e6 cycles: one task per slot.
-  workers->ParallelFor(n, /*cost_per_unit=*/1000000,
-                       [&](int64_t begin, int64_t end) {
-                         for (int64_t i = begin; i < end; ++i) errors_out[i] = fn(i);
-                       });
-  for (const auto& e : errors_out) {
-    if (!e.empty()) return errors::Internal(e);
-  }
-  return absl::OkStatus();
-}
-
-class AleResetOp : public OpKernel {
+class AleResetOp : public AleSlotsOp {
  public:
-  explicit AleResetOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+  explicit AleResetOp(OpKernelConstruction* ctx) : AleSlotsOp(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("only_played", &only_played_));
   }
-  void Compute(OpKernelContext* ctx) override {
-    core::RefCountPtr<AleEnvResource> env;
-    std::vector<int> indices;
-    OP_REQUIRES_OK(ctx, GetBatchAndIndices(ctx, &env, &indices));
-    tfrl::AleBatch* batch = env->batch();
+  void ComputeSlots(OpKernelContext* ctx, tfrl::AleBatch* batch,
+                    const std::vector<int>& indices) override {
     const Tensor& seeds_t = ctx->input(2);
     OP_REQUIRES(ctx, seeds_t.dims() == 1 && (seeds_t.dim_size(0) == 0 ||
                                              seeds_t.dim_size(0) == indices.size()),
@@ -236,7 +170,7 @@ class AleResetOp : public OpKernel {
                   errors::InvalidArgument("seed ", seeds(i), " at position ", i,
                                           " is out of range: allowed 0..2147483647"));
     }
-    OP_REQUIRES_OK(ctx, ParallelOverSlots(ctx, indices.size(), [&](int i) {
+    OP_REQUIRES_OK(ctx, ParallelOverSlots(ctx, indices, [&](int i) {
                      return batch->Reset(indices[i], only_played_, seeded ? seeds(i) : -1);
                    }));
   }
@@ -245,16 +179,13 @@ class AleResetOp : public OpKernel {
   bool only_played_ = false;
 };
 
-class AleStepOp : public OpKernel {
+class AleStepOp : public AleSlotsOp {
  public:
-  explicit AleStepOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+  explicit AleStepOp(OpKernelConstruction* ctx) : AleSlotsOp(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("auto_reset", &auto_reset_));
   }
-  void Compute(OpKernelContext* ctx) override {
-    core::RefCountPtr<AleEnvResource> env;
-    std::vector<int> indices;
-    OP_REQUIRES_OK(ctx, GetBatchAndIndices(ctx, &env, &indices));
-    tfrl::AleBatch* batch = env->batch();
+  void ComputeSlots(OpKernelContext* ctx, tfrl::AleBatch* batch,
+                    const std::vector<int>& indices) override {
     const Tensor& actions_t = ctx->input(2);
     OP_REQUIRES(ctx, actions_t.dims() == 1 && actions_t.dim_size(0) == indices.size(),
                 errors::InvalidArgument("actions must be a vector with one action per index (",
@@ -282,7 +213,7 @@ class AleStepOp : public OpKernel {
     auto term = terminated->vec<bool>();
     auto trunc = truncated->vec<bool>();
     auto over = game_over->vec<bool>();
-    OP_REQUIRES_OK(ctx, ParallelOverSlots(ctx, k, [&](int i) {
+    OP_REQUIRES_OK(ctx, ParallelOverSlots(ctx, indices, [&](int i) {
                      tfrl::StepOutput out;
                      std::string error = batch->Step(indices[i], actions(i), auto_reset_, &out);
                      r(i) = out.reward;
@@ -297,18 +228,15 @@ class AleStepOp : public OpKernel {
   bool auto_reset_;
 };
 
-class AleObserveOp : public OpKernel {
+class AleObserveOp : public AleSlotsOp {
  public:
-  explicit AleObserveOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+  explicit AleObserveOp(OpKernelConstruction* ctx) : AleSlotsOp(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("height", &height_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("width", &width_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("channels", &channels_));
   }
-  void Compute(OpKernelContext* ctx) override {
-    core::RefCountPtr<AleEnvResource> env;
-    std::vector<int> indices;
-    OP_REQUIRES_OK(ctx, GetBatchAndIndices(ctx, &env, &indices));
-    tfrl::AleBatch* batch = env->batch();
+  void ComputeSlots(OpKernelContext* ctx, tfrl::AleBatch* batch,
+                    const std::vector<int>& indices) override {
     const int64_t channels = batch->channels() * batch->config().stack;
     OP_REQUIRES(ctx, height_ == batch->out_height() && width_ == batch->out_width() &&
                          channels_ == channels,

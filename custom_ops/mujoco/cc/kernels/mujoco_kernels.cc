@@ -1,12 +1,12 @@
 // Kernels of the MuJoCo ops: the simulation batch lives in a ResourceBase;
 // every input is checked before any simulation moves, so bad input changes
 // nothing.
-#include <atomic>
 #include <cmath>
 #include <new>
 #include <string>
 #include <vector>
 
+#include "env_kernels.h"
 #include "mujoco_batch.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_mgr.h"
@@ -16,19 +16,10 @@
 namespace tensorflow {
 namespace {
 
-class MujocoEnvResource : public ResourceBase {
- public:
-  explicit MujocoEnvResource(std::unique_ptr<tfrl::MujocoBatch> batch)
-      : batch_(std::move(batch)) {}
-  tfrl::MujocoBatch* batch() { return batch_.get(); }
-  std::string DebugString() const override {
-    return "MujocoEnv(" + batch_->config().task + ", " +
-           std::to_string(batch_->num_envs()) + " slots)";
-  }
-
- private:
-  std::unique_ptr<tfrl::MujocoBatch> batch_;
-};
+using tfrl::env_kernels::OutputNewResource;
+using tfrl::env_kernels::ParallelOverSlots;
+using MujocoEnvResource = tfrl::env_kernels::BatchResource<tfrl::MujocoBatch>;
+using MujocoSlotsOp = tfrl::env_kernels::SlotsOpKernel<tfrl::MujocoBatch>;
 
 class MujocoEnvCreateOp : public OpKernel {
  public:
@@ -62,50 +53,14 @@ class MujocoEnvCreateOp : public OpKernel {
               " MuJoCo simulations";
     }
     OP_REQUIRES(ctx, error.empty(), errors::InvalidArgument(error));
-    static std::atomic<int64_t> counter{0};
-    const std::string container = ctx->resource_manager()->default_container();
-    const std::string name = "tfrl_mujoco_env_" + std::to_string(counter++);
-    OP_REQUIRES_OK(ctx, ctx->resource_manager()->Create(
-                            container, name, new MujocoEnvResource(std::move(batch))));
-    Tensor* handle;
-    AllocatorAttributes attr;
-    attr.set_on_host(true);
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &handle, attr));
-    handle->scalar<ResourceHandle>()() =
-        MakeResourceHandle<MujocoEnvResource>(ctx, container, name);
+    OP_REQUIRES_OK(ctx, OutputNewResource(ctx, "tfrl_mujoco_env_",
+                                          new MujocoEnvResource(std::move(batch), "MujocoEnv",
+                                                                config_.task)));
   }
 
  private:
   tfrl::MujocoBatchConfig config_;
 };
-
-// Looks up the batch and checks `indices` (rank 1, in range, no repeats).
-Status GetBatchAndIndices(OpKernelContext* ctx, core::RefCountPtr<MujocoEnvResource>* env,
-                          std::vector<int>* indices) {
-  TF_RETURN_IF_ERROR(LookupResource(ctx, HandleFromInput(ctx, 0), env));
-  const Tensor& t = ctx->input(1);
-  if (t.dims() != 1) {
-    return errors::InvalidArgument("indices must be a vector of slot numbers, got shape ",
-                                   t.shape().DebugString());
-  }
-  const int n = (*env)->batch()->num_envs();
-  auto flat = t.vec<int32>();
-  std::vector<bool> seen(n, false);
-  for (int64_t i = 0; i < flat.size(); ++i) {
-    const int slot = flat(i);
-    if (slot < 0 || slot >= n) {
-      return errors::InvalidArgument("env index ", slot, " at position ", i,
-                                     " is out of range: allowed 0..", n - 1);
-    }
-    if (seen[slot]) {
-      return errors::InvalidArgument("env index ", slot,
-                                     " appears twice in indices; each slot at most once");
-    }
-    seen[slot] = true;
-    indices->push_back(slot);
-  }
-  return absl::OkStatus();
-}
 
 // A [k, width] input with one row per index (and, if `finite`, only finite
 // values).
@@ -127,33 +82,11 @@ Status CheckRows(const Tensor& t, const char* name, int64_t k, int64_t width,
   return absl::OkStatus();
 }
 
-// Runs fn(i) for i in [0, n) on the intra-op pool, one slot per task;
-// returns the first error message, naming the slot.
-Status ParallelOverSlots(OpKernelContext* ctx, const std::vector<int>& indices,
-                         const std::function<std::string(int)>& fn) {
-  const int n = indices.size();
-  std::vector<std::string> errors_out(n);
-  auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
-  // A step costs 1e5-1e6 cycles (HalfCheetah-Humanoid): one task per slot.
-  workers->ParallelFor(n, /*cost_per_unit=*/1000000, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) errors_out[i] = fn(i);
-  });
-  for (int i = 0; i < n; ++i) {
-    if (!errors_out[i].empty()) {
-      return errors::Internal("env slot ", indices[i], ": ", errors_out[i]);
-    }
-  }
-  return absl::OkStatus();
-}
-
-class MujocoResetOp : public OpKernel {
+class MujocoResetOp : public MujocoSlotsOp {
  public:
-  using OpKernel::OpKernel;
-  void Compute(OpKernelContext* ctx) override {
-    core::RefCountPtr<MujocoEnvResource> env;
-    std::vector<int> indices;
-    OP_REQUIRES_OK(ctx, GetBatchAndIndices(ctx, &env, &indices));
-    tfrl::MujocoBatch* batch = env->batch();
+  using MujocoSlotsOp::MujocoSlotsOp;
+  void ComputeSlots(OpKernelContext* ctx, tfrl::MujocoBatch* batch,
+                    const std::vector<int>& indices) override {
     const int64_t k = indices.size();
     OP_REQUIRES_OK(ctx, CheckRows<double>(ctx->input(2), "qpos", k, batch->nq(), true));
     OP_REQUIRES_OK(ctx, CheckRows<double>(ctx->input(3), "qvel", k, batch->nv(), true));
@@ -170,14 +103,11 @@ class MujocoResetOp : public OpKernel {
   }
 };
 
-class MujocoStepOp : public OpKernel {
+class MujocoStepOp : public MujocoSlotsOp {
  public:
-  using OpKernel::OpKernel;
-  void Compute(OpKernelContext* ctx) override {
-    core::RefCountPtr<MujocoEnvResource> env;
-    std::vector<int> indices;
-    OP_REQUIRES_OK(ctx, GetBatchAndIndices(ctx, &env, &indices));
-    tfrl::MujocoBatch* batch = env->batch();
+  using MujocoSlotsOp::MujocoSlotsOp;
+  void ComputeSlots(OpKernelContext* ctx, tfrl::MujocoBatch* batch,
+                    const std::vector<int>& indices) override {
     const int64_t k = indices.size();
     const int nu = batch->nu();
     // Non-finite actions go to MuJoCo as gymnasium passes them (MuJoCo warns
@@ -213,14 +143,11 @@ class MujocoStepOp : public OpKernel {
   }
 };
 
-class MujocoObserveOp : public OpKernel {
+class MujocoObserveOp : public MujocoSlotsOp {
  public:
-  using OpKernel::OpKernel;
-  void Compute(OpKernelContext* ctx) override {
-    core::RefCountPtr<MujocoEnvResource> env;
-    std::vector<int> indices;
-    OP_REQUIRES_OK(ctx, GetBatchAndIndices(ctx, &env, &indices));
-    tfrl::MujocoBatch* batch = env->batch();
+  using MujocoSlotsOp::MujocoSlotsOp;
+  void ComputeSlots(OpKernelContext* ctx, tfrl::MujocoBatch* batch,
+                    const std::vector<int>& indices) override {
     const int64_t k = indices.size();
     const int64_t size = batch->observation_size();
     Tensor *obs, *played;
