@@ -18,6 +18,7 @@
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/platform/threadpool.h"
+#include "population_delta_op.h"
 #include "population_delta_row.h"
 #include "population_isa.h"
 #include "population_rows.h"
@@ -75,7 +76,7 @@ struct DeltaRunKernel {
   }
 };
 
-}  // namespace
+namespace errors = tensorflow::errors;
 
 // One run of the per-layer op's rows (a dense layer's rows of one network
 // summed together, else each row alone).
@@ -83,42 +84,12 @@ template <typename TX, typename TW>
 using DeltaRunFn = void (*)(const DeltaGeometry&, const DeltaRow<TX, TW>*, int, DeltaScratch*,
                             Change* const*);
 
-}  // namespace population
-}  // namespace tfrl
-
-namespace tensorflow {
-namespace {
-
-using tfrl::population::Change;
-using tfrl::population::CheckConvAttrs;
-using tfrl::population::CheckConvInput;
-using tfrl::population::CheckConvKernel;
-using tfrl::population::CheckIndexRange;
-using tfrl::population::CheckRank;
-using tfrl::population::CheckRowVector;
-using tfrl::population::CountCall;
-using tfrl::population::Covering;
-using tfrl::population::DeltaGeometry;
-using tfrl::population::DeltaRow;
-using tfrl::population::DeltaRunFn;
-using tfrl::population::DeltaRunKernel;
-using tfrl::population::DeltaScratch;
-using tfrl::population::Isa;
-using tfrl::population::KernelRows;
-using tfrl::population::kRunRows;
-using tfrl::population::NetworkRuns;
-using tfrl::population::OutputShape;
-using tfrl::population::PickBuild;
-using tfrl::population::RowRuns;
-using tfrl::population::Storage;
-using tfrl::population::WeightData;
-
 template <typename T, typename TX>
-class PopulationDeltaConv2DOp : public OpKernel {
+class PopulationDeltaConv2DOp : public tensorflow::OpKernel {
   typedef typename Storage<T>::type TW;
 
  public:
-  explicit PopulationDeltaConv2DOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+  explicit PopulationDeltaConv2DOp(tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
     OP_REQUIRES_OK(ctx, PickBuild<DeltaRunKernel>(&run_fn_, &isa_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("kernel_size", &kernel_size_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("stride", &stride_));
@@ -127,19 +98,15 @@ class PopulationDeltaConv2DOp : public OpKernel {
     OP_REQUIRES_OK(ctx, CheckConvAttrs(kernel_size_, stride_));
   }
 
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& x = ctx->input(0);
-    const Tensor& x_prev = ctx->input(1);
-    const Tensor& acc_prev = ctx->input(2);
-    const Tensor& w = ctx->input(3);
-    const Tensor& index = ctx->input(4);
-    const Tensor& fresh = ctx->input(5);
-    const Tensor& input_bias = ctx->input(6);
-    OP_REQUIRES_OK(ctx, CheckRank(x, 4, "x", "[B, H, W, C]"));
-    OP_REQUIRES(ctx, x_prev.shape() == x.shape(),
-                errors::InvalidArgument("x_prev must have the shape of x ",
-                                        x.shape().DebugString(), ", got ",
-                                        x_prev.shape().DebugString()));
+  void Compute(tensorflow::OpKernelContext* ctx) override {
+    const tensorflow::Tensor& x = ctx->input(0);
+    const tensorflow::Tensor& x_prev = ctx->input(1);
+    const tensorflow::Tensor& acc_prev = ctx->input(2);
+    const tensorflow::Tensor& w = ctx->input(3);
+    const tensorflow::Tensor& index = ctx->input(4);
+    const tensorflow::Tensor& fresh = ctx->input(5);
+    const tensorflow::Tensor& input_bias = ctx->input(6);
+    OP_REQUIRES_OK(ctx, CheckStepInputs(x, "x", x_prev, "x_prev", index, fresh));
     OP_REQUIRES_OK(ctx, CheckRank(w, 3, "w", "[P, K, N]"));
     const int64_t batch = x.dim_size(0);
     DeltaGeometry g{x.dim_size(1), x.dim_size(2), x.dim_size(3), kernel_size_, stride_,
@@ -151,24 +118,22 @@ class PopulationDeltaConv2DOp : public OpKernel {
     OP_REQUIRES_OK(ctx, CheckConvKernel(x, w, g.ks, k));
     g.out_h = (g.h - g.ks) / g.stride + 1;
     g.out_w = (g.w - g.ks) / g.stride + 1;
-    TensorShape out_shape;
+    tensorflow::TensorShape out_shape;
     OP_REQUIRES_OK(ctx, OutputShape({batch, g.out_h, g.out_w, g.n}, "acc", &out_shape));
     OP_REQUIRES(ctx, acc_prev.shape() == out_shape,
                 errors::InvalidArgument("acc_prev must be the output's shape ",
-                                        out_shape.DebugString(), ", got ",
-                                        acc_prev.shape().DebugString()));
-    OP_REQUIRES_OK(ctx, CheckRowVector(index, "index", batch));
-    OP_REQUIRES_OK(ctx, CheckRowVector(fresh, "fresh", batch));
-    const bool no_bias = input_bias.shape() == TensorShape({0, 0});
+                                                    out_shape.DebugString(), ", got ",
+                                                    acc_prev.shape().DebugString()));
+    const bool no_bias = input_bias.shape() == tensorflow::TensorShape({0, 0});
     OP_REQUIRES(ctx, no_bias || (input_bias.dims() == 2 && input_bias.dim_size(0) == pop &&
                                  input_bias.dim_size(1) == g.c),
-                errors::InvalidArgument("input_bias must be [P, C] = [", pop, ", ", g.c,
-                                        "], or [0, 0] for none, got shape ",
-                                        input_bias.shape().DebugString()));
+                errors::InvalidArgument(
+                    "input_bias must be [P, C] = [", pop, ", ", g.c,
+                    "], or [0, 0] for none, got shape ", input_bias.shape().DebugString()));
     const bool has_bias = input_bias.NumElements() > 0;
     OP_REQUIRES_OK(ctx, CheckIndexRange(index, pop, "w.shape[0]"));
-    const auto idx = index.flat<int32>();
-    Tensor* acc = nullptr;
+    const auto idx = index.flat<int32_t>();
+    tensorflow::Tensor* acc = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, out_shape, &acc));
     if (acc->NumElements() == 0) return;
     CountCall(isa_);
@@ -178,14 +143,18 @@ class PopulationDeltaConv2DOp : public OpKernel {
     const float* ad = acc_prev.flat<float>().data();
     float* od = acc->flat<float>().data();
     const auto fr = fresh.flat<bool>();
-    if (k == 0) {  // no input channels: nothing changes (x may be [B, 2^40, 1, 0])
-      for (int64_t b = 0; b < batch; ++b) {
-        if (fr(b)) {
-          std::memset(od + b * out_size, 0, sizeof(float) * out_size);
-        } else {
-          std::memcpy(od + b * out_size, ad + b * out_size, sizeof(float) * out_size);
-        }
+    // A row's output starts from zero when fresh, else from its last one.
+    auto start_row = [&](int64_t b) {
+      float* out = od + b * out_size;
+      if (fr(b)) {
+        std::memset(out, 0, sizeof(float) * out_size);
+      } else {
+        std::memcpy(out, ad + b * out_size, sizeof(float) * out_size);
       }
+      return out;
+    };
+    if (k == 0) {  // no input channels: nothing changes (x may be [B, 2^40, 1, 0])
+      for (int64_t b = 0; b < batch; ++b) start_row(b);
       return;
     }
     const TW* wd = WeightData<T>(w);
@@ -199,9 +168,7 @@ class PopulationDeltaConv2DOp : public OpKernel {
     // one shard of the thread pool).
     const bool dense = g.out_h * g.out_w == 1;
     const RowRuns runs = NetworkRuns(batch, idx, fr, /*join=*/dense, kRunRows);
-    const std::vector<int64_t>& order = runs.order;
-    const std::vector<int64_t>& run_start = runs.start;
-    auto work = [&](int64_t first_run, int64_t last_run) {
+    auto shard = [&](int64_t first_run, int64_t last_run) {
       DeltaScratch scratch(g);
       std::vector<float> row_bias(g.w * g.c, 0.f);
       int64_t bias_of = -1;
@@ -216,31 +183,24 @@ class PopulationDeltaConv2DOp : public OpKernel {
       }
       DeltaRow<TX, TW> rows[kRunRows];
       for (int64_t run = first_run; run < last_run; ++run) {
-        const int64_t p = idx(order[run_start[run]]);
+        const int64_t* run_rows = runs.rows(run);
+        const int64_t p = idx(run_rows[0]);
         if (bd != nullptr && p != bias_of) {
           for (int64_t e = 0; e < g.w * g.c; ++e) row_bias[e] = bd[p * g.c + e % g.c];
           bias_of = p;
         }
-        int count = 0;
-        for (int64_t u = run_start[run]; u < run_start[run + 1]; ++u) {
-          const int64_t b = order[u];
-          float* out = od + b * out_size;
-          if (fr(b)) {
-            std::memset(out, 0, sizeof(float) * out_size);
-          } else {
-            std::memcpy(out, ad + b * out_size, sizeof(float) * out_size);
-          }
-          rows[count++] = {xd + b * image, pd + b * image, out, wd + p * k * g.n,
-                           row_bias.data(), fr(b)};
+        const int count = runs.size(run);
+        for (int r = 0; r < count; ++r) {
+          const int64_t b = run_rows[r];
+          rows[r] = {xd + b * image, pd + b * image, start_row(b), wd + p * k * g.n,
+                     row_bias.data(), fr(b)};
         }
         run_fn_(g, rows, count, &scratch, windows);
       }
     };
     // A changed row costs a small part of its full convolution (a fresh one
-    // all of it); either is enough for the pool to give each run a shard.
-    const int64_t cost = std::max<int64_t>(1, out_size * k / 16);
-    auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
-    workers->ParallelFor(runs.count(), cost, work);
+    // all of it).
+    ParallelOverRuns(ctx, runs, std::max<int64_t>(1, out_size * k / 16), shard);
   }
 
  private:
@@ -252,17 +212,8 @@ class PopulationDeltaConv2DOp : public OpKernel {
   bool input_relu_ = false;
 };
 
-#define TFRL_REGISTER(T, TX)                                   \
-  REGISTER_KERNEL_BUILDER(Name("PopulationDeltaConv2D")        \
-                              .Device(DEVICE_CPU)              \
-                              .TypeConstraint<T>("T")          \
-                              .TypeConstraint<TX>("TX"),       \
-                          PopulationDeltaConv2DOp<T, TX>);
-TFRL_REGISTER(float, float)
-TFRL_REGISTER(float, uint8)
-TFRL_REGISTER(bfloat16, float)
-TFRL_REGISTER(bfloat16, uint8)
-#undef TFRL_REGISTER
+TFRL_REGISTER_DELTA_OP("PopulationDeltaConv2D", PopulationDeltaConv2DOp)
 
 }  // namespace
-}  // namespace tensorflow
+}  // namespace population
+}  // namespace tfrl

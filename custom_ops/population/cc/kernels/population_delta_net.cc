@@ -28,6 +28,7 @@
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/platform/mutex.h"
 #include "tensorflow/core/platform/threadpool.h"
+#include "population_delta_op.h"
 #include "population_delta_row.h"
 #include "population_isa.h"
 #include "population_rows.h"
@@ -297,40 +298,14 @@ template <typename TX, typename TW>
 using NetRunFn = void (*)(const NetCall<TX, TW>&, int64_t, const int64_t*, int, bool,
                           NetScratch*);
 
-}  // namespace
-}  // namespace population
-}  // namespace tfrl
-
-namespace tensorflow {
-namespace {
-
-using tfrl::population::CheckIndexRange;
-using tfrl::population::CheckRank;
-using tfrl::population::CheckRowVector;
-using tfrl::population::CountCall;
-using tfrl::population::Covering;
-using tfrl::population::DeltaGeometry;
-using tfrl::population::Isa;
-using tfrl::population::KernelRows;
-using tfrl::population::kRunRows;
-using tfrl::population::NetCall;
-using tfrl::population::NetLayer;
-using tfrl::population::NetRunFn;
-using tfrl::population::NetRunKernel;
-using tfrl::population::NetScratch;
-using tfrl::population::NetworkRuns;
-using tfrl::population::OutputShape;
-using tfrl::population::PickBuild;
-using tfrl::population::RowRuns;
-using tfrl::population::Storage;
-using tfrl::population::WeightData;
+namespace errors = tensorflow::errors;
 
 template <typename T, typename TX>
-class PopulationDeltaNetOp : public OpKernel {
+class PopulationDeltaNetOp : public tensorflow::OpKernel {
   typedef typename Storage<T>::type TW;
 
  public:
-  explicit PopulationDeltaNetOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+  explicit PopulationDeltaNetOp(tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
     OP_REQUIRES_OK(ctx, PickBuild<NetRunKernel>(&run_fn_, &isa_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("L", &num_layers_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("kernel_sizes", &kernel_sizes_));
@@ -344,7 +319,7 @@ class PopulationDeltaNetOp : public OpKernel {
                                         " values (0: a dense kernel) or none, got ",
                                         circulant_blocks_.size()));
     for (int i = 0; i < num_layers_; ++i) {
-      const int32 b = circulant_blocks_[i];
+      const int32_t b = circulant_blocks_[i];
       // 16 columns of a block are contiguous in the doubled vectors for
       // every build's vector width (16, 8 or 4 floats).
       OP_REQUIRES(ctx, b == 0 || (b > 0 && b % 16 == 0),
@@ -366,27 +341,21 @@ class PopulationDeltaNetOp : public OpKernel {
     }
   }
 
-  void Compute(OpKernelContext* ctx) override {
+  void Compute(tensorflow::OpKernelContext* ctx) override {
     const int layers = num_layers_;
-    const Tensor& obs = ctx->input(0);
-    const Tensor& obs_prev = ctx->input(1);
-    const Tensor& index = ctx->input(2 + 3 * layers);
-    const Tensor& fresh = ctx->input(3 + 3 * layers);
-    OP_REQUIRES_OK(ctx, CheckRank(obs, 4, "obs", "[B, H, W, C]"));
-    OP_REQUIRES(ctx, obs_prev.shape() == obs.shape(),
-                errors::InvalidArgument("obs_prev must have the shape of obs ",
-                                        obs.shape().DebugString(), ", got ",
-                                        obs_prev.shape().DebugString()));
+    const tensorflow::Tensor& obs = ctx->input(0);
+    const tensorflow::Tensor& obs_prev = ctx->input(1);
+    const tensorflow::Tensor& index = ctx->input(2 + 3 * layers);
+    const tensorflow::Tensor& fresh = ctx->input(3 + 3 * layers);
+    OP_REQUIRES_OK(ctx, CheckStepInputs(obs, "obs", obs_prev, "obs_prev", index, fresh));
     const int64_t batch = obs.dim_size(0);
-    OP_REQUIRES_OK(ctx, CheckRowVector(index, "index", batch));
-    OP_REQUIRES_OK(ctx, CheckRowVector(fresh, "fresh", batch));
     NetCall<TX, TW> call;
     call.layers.resize(layers);
     int64_t h = obs.dim_size(1), w = obs.dim_size(2), c = obs.dim_size(3), pop = -1;
     for (int i = 0; i < layers; ++i) {
-      const Tensor& wt = ctx->input(2 + layers + i);
-      const Tensor& bias = ctx->input(2 + 2 * layers + i);
-      const Tensor& acc_prev = ctx->input(2 + i);
+      const tensorflow::Tensor& wt = ctx->input(2 + layers + i);
+      const tensorflow::Tensor& bias = ctx->input(2 + 2 * layers + i);
+      const tensorflow::Tensor& acc_prev = ctx->input(2 + i);
       const int64_t ks = kernel_sizes_[i], stride = strides_[i];
       OP_REQUIRES(ctx, wt.dims() == 3,
                   errors::InvalidArgument("w[", i, "] must be rank 3 [P, K, N], got shape ",
@@ -424,7 +393,7 @@ class PopulationDeltaNetOp : public OpKernel {
       l.g = DeltaGeometry{h, w, c, ks, stride, (h - ks) / stride + 1, (w - ks) / stride + 1,
                           n, i == 0 ? input_scale_ : 1.0f, i > 0 && relus_[i - 1],
                           nullptr, nullptr, block, in_blocks};
-      TensorShape out_shape;
+      tensorflow::TensorShape out_shape;
       OP_REQUIRES_OK(ctx, OutputShape({batch, l.g.out_h, l.g.out_w, n}, "acc", &out_shape));
       OP_REQUIRES(ctx, acc_prev.shape() == out_shape,
                   errors::InvalidArgument("acc_prev[", i, "] must be ",
@@ -451,12 +420,12 @@ class PopulationDeltaNetOp : public OpKernel {
                     " and stride ", strides_.back(), " over its ",
                     call.layers.back().g.h, "x", call.layers.back().g.w, " input"));
     OP_REQUIRES_OK(ctx, CheckIndexRange(index, pop, "w[0].shape[0]"));
-    const auto idx = index.flat<int32>();
-    Tensor* logits = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({batch, c}), &logits));
+    const auto idx = index.flat<int32_t>();
+    tensorflow::Tensor* logits = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, tensorflow::TensorShape({batch, c}), &logits));
     std::vector<bool> in_place(layers);
     for (int i = 0; i < layers; ++i) {
-      Tensor* acc = nullptr;
+      tensorflow::Tensor* acc = nullptr;
       OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output(
                               {2 + i}, 1 + i, ctx->input(2 + i).shape(), &acc));
       call.layers[i].acc = acc->flat<float>().data();
@@ -465,8 +434,8 @@ class PopulationDeltaNetOp : public OpKernel {
     if (batch == 0) return;
     CountCall(isa_);
     if (std::any_of(circulant_blocks_.begin(), circulant_blocks_.end(),
-                    [](int32 b) { return b > 0; }))
-      CountCall(tfrl::population::Path::kDeltaCirculant);
+                    [](int32_t b) { return b > 0; }))
+      CountCall(Path::kDeltaCirculant);
     const auto fr = fresh.flat<bool>();
     for (NetLayer<TW>& l : call.layers) {
       l.empty = l.g.c == 0 || l.g.n == 0;
@@ -481,16 +450,14 @@ class PopulationDeltaNetOp : public OpKernel {
     call.obs = obs.flat<TX>().data();
     call.obs_prev = obs_prev.flat<TX>().data();
     const RowRuns runs = NetworkRuns(batch, idx, fr, /*join=*/true, kRunRows);
-    const std::vector<int64_t>& order = runs.order;
-    const std::vector<int64_t>& run_start = runs.start;
     const std::vector<int64_t> shape = NetScratch::ShapeKey(call);
-    auto work = [&](int64_t first_run, int64_t last_run) {
+    auto shard = [&](int64_t first_run, int64_t last_run) {
       std::unique_ptr<NetScratch> taken = TakeScratch(shape);
       if (taken == nullptr) taken.reset(new NetScratch(call));
       NetScratch& scratch = *taken;
       for (int64_t run = first_run; run < last_run; ++run) {
-        const int64_t* rows = order.data() + run_start[run];
-        const int count = static_cast<int>(run_start[run + 1] - run_start[run]);
+        const int64_t* rows = runs.rows(run);
+        const int count = runs.size(run);
         const bool is_fresh = fr(rows[0]);
         if (!is_fresh) {  // rows that are not fresh start from their last outputs
           for (int i = 0; i < layers; ++i) {
@@ -503,14 +470,13 @@ class PopulationDeltaNetOp : public OpKernel {
         }
         run_fn_(call, idx(rows[0]), rows, count, is_fresh, &scratch);
       }
-      mutex_lock lock(mu_);
+      tensorflow::mutex_lock lock(mu_);
       spare_.push_back(std::move(taken));
     };
     int64_t cost = 1;
     for (const auto& l : call.layers)
       if (!l.empty) cost += l.out_size * l.k / 16;
-    auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
-    workers->ParallelFor(runs.count(), cost, work);
+    ParallelOverRuns(ctx, runs, cost, shard);
     // logits = the last layer's [1, 1, N] output plus its bias.
     const NetLayer<TW>& last = call.layers.back();
     float* lg = logits->flat<float>().data();
@@ -526,7 +492,7 @@ class PopulationDeltaNetOp : public OpKernel {
   // call to call: making one (MBs of lists, some zeroed) cost more than
   // the in-place update saved.
   std::unique_ptr<NetScratch> TakeScratch(const std::vector<int64_t>& shape) {
-    mutex_lock lock(mu_);
+    tensorflow::mutex_lock lock(mu_);
     for (size_t i = 0; i < spare_.size(); ++i) {
       if (spare_[i]->shape != shape) continue;
       std::unique_ptr<NetScratch> s = std::move(spare_[i]);
@@ -539,26 +505,17 @@ class PopulationDeltaNetOp : public OpKernel {
 
   NetRunFn<TX, TW> run_fn_ = nullptr;
   Isa isa_ = Isa::kBaseline;
-  mutex mu_;
+  tensorflow::mutex mu_;
   std::vector<std::unique_ptr<NetScratch>> spare_ TF_GUARDED_BY(mu_);
   int num_layers_ = 1;
-  std::vector<int32> kernel_sizes_, strides_;
+  std::vector<int32_t> kernel_sizes_, strides_;
   std::vector<bool> relus_;
-  std::vector<int32> circulant_blocks_;
+  std::vector<int32_t> circulant_blocks_;
   float input_scale_ = 1.0f;
 };
 
-#define TFRL_REGISTER(T, TX)                                   \
-  REGISTER_KERNEL_BUILDER(Name("PopulationDeltaNet")           \
-                              .Device(DEVICE_CPU)              \
-                              .TypeConstraint<T>("T")          \
-                              .TypeConstraint<TX>("TX"),       \
-                          PopulationDeltaNetOp<T, TX>);
-TFRL_REGISTER(float, float)
-TFRL_REGISTER(float, uint8)
-TFRL_REGISTER(bfloat16, float)
-TFRL_REGISTER(bfloat16, uint8)
-#undef TFRL_REGISTER
+TFRL_REGISTER_DELTA_OP("PopulationDeltaNet", PopulationDeltaNetOp)
 
 }  // namespace
-}  // namespace tensorflow
+}  // namespace population
+}  // namespace tfrl

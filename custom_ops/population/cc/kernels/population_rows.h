@@ -90,6 +90,9 @@ tensorflow::Status BucketRows(const tensorflow::Tensor& index, const tensorflow:
 struct RowRuns {
   std::vector<int64_t> order, start;
   int64_t count() const { return static_cast<int64_t>(start.size()) - 1; }
+  // Run r's rows (batch indices) and how many there are.
+  const int64_t* rows(int64_t r) const { return order.data() + start[r]; }
+  int size(int64_t r) const { return static_cast<int>(start[r + 1] - start[r]); }
 };
 
 template <typename Index, typename Fresh>
