@@ -35,9 +35,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import provenance  # pylint: disable=g-import-not-at-top
+from tfrl import ga  # pylint: disable=g-import-not-at-top
 # The GA's flags.
-from tfrl import ga as ga_entry  # pylint: disable=g-import-not-at-top
-from tfrl.neuroevolution import ga  # pylint: disable=g-import-not-at-top
+from tfrl.ga import __main__ as ga_entry  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import noise as noise_lib  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import ray_evaluator  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import runner  # pylint: disable=g-import-not-at-top

@@ -51,9 +51,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import preset_runs  # pylint: disable=g-import-not-at-top
 from benchmarks import provenance  # pylint: disable=g-import-not-at-top
+from tfrl import ga  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import evaluation  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import evaluators  # pylint: disable=g-import-not-at-top
-from tfrl.neuroevolution import ga  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import genome as genome_lib  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import noise as noise_lib  # pylint: disable=g-import-not-at-top
 from tfrl.neuroevolution import population_net as pn  # pylint: disable=g-import-not-at-top

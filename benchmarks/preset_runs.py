@@ -9,17 +9,17 @@
 `--`) into the run's typed `NeuroevolutionConfig`, exactly as `python -m
 tfrl.ga --preset=...` would; `build` makes its layout, noise table, evaluator
 and GA / ES / random search from the run's seed, as the entry point's
-`runner.build` does.
+`build(config)` does (`runner.build_search`).
 """
 
 from absl import app
 from absl import flags
 
+from tfrl import es
 from tfrl import flagconfig
+from tfrl import ga
 from tfrl import presets
 from tfrl.neuroevolution import cli as ne_cli
-from tfrl.neuroevolution import es
-from tfrl.neuroevolution import ga
 from tfrl.neuroevolution import runner
 
 KINDS = {"tfrl.es": "es", "tfrl.ga": "ga", "tfrl.random_search": "random_search"}
@@ -43,4 +43,6 @@ def config(preset: str, extra=()):
 
 def build(run_config):
   """(setup, algorithm): the run's evaluator and its GA / ES / random search."""
-  return runner.build_search(run_config, log=lambda line: None)
+  search_cls = (es.EvolutionStrategy if isinstance(run_config.algorithm, es.ESConfig)
+                else ga.GeneticAlgorithm)
+  return runner.build_search(run_config, search_cls, log=lambda line: None)

@@ -46,9 +46,9 @@ class BadInputTest(parameterized.TestCase):
                      "space left on device")
 
 
-# Short runs of the entry points, one per algorithm family (ES and random search are
-# built by the GA's `runner.build`); the tests below end them in the run skeleton
-# (tfrl.run_loop) before they train.
+# Short runs of the entry points, one per algorithm family (ES and random search
+# run through the GA's `tfrl.neuroevolution.runner`); the tests below end them in
+# the run skeleton (tfrl.run_loop) before they train.
 _ARGS = {
     "tfrl.ga": ["--env=CartPole-v1", "--population=4", "--generations=1", "--num_envs=4",
                 "--hidden=4", "--noise_table_size=10000"],

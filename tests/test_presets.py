@@ -28,8 +28,9 @@ from tfrl import presets
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Preset file prefix -> entry-point module.
-_ENTRY_POINTS = {"td3": "tfrl.td3.__main__", "ga3c": "tfrl.ga3c.__main__", "ga": "tfrl.ga",
-                 "es": "tfrl.es", "random_search": "tfrl.random_search"}
+_ENTRY_POINTS = {"td3": "tfrl.td3.__main__", "ga3c": "tfrl.ga3c.__main__",
+                 "ga": "tfrl.ga.__main__", "es": "tfrl.es.__main__",
+                 "random_search": "tfrl.random_search.__main__"}
 
 _CHECKER = textwrap.dedent("""
     import glob, importlib, json, os, sys

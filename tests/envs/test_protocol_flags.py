@@ -16,8 +16,8 @@ from tfrl import flagconfig
 from tfrl.envs import EnvProtocol
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_ENTRY_POINTS = ("tfrl.ga3c.__main__", "tfrl.ga", "tfrl.es", "tfrl.random_search",
-                 "tfrl.td3.__main__", "tfrl.evaluate")
+_ENTRY_POINTS = ("tfrl.ga3c.__main__", "tfrl.ga.__main__", "tfrl.es.__main__",
+                 "tfrl.random_search.__main__", "tfrl.td3.__main__", "tfrl.evaluate")
 
 _LISTER = textwrap.dedent("""
     import importlib, json, sys
@@ -55,7 +55,7 @@ class ProtocolFlagsTest(absltest.TestCase):
         self.assertEqual({f["module"] for f in defined.values()}, {"tfrl.flagconfig"})
     defaults = {m: (f["game"]["default"], f["env"]["default"]) for m, f in seen.items()}
     self.assertEqual(defaults["tfrl.ga3c.__main__"], ("PongNoFrameskip-v4", None))
-    self.assertEqual(defaults["tfrl.ga"], ("pong", None))
+    self.assertEqual(defaults["tfrl.ga.__main__"], ("pong", None))
     self.assertEqual(defaults["tfrl.td3.__main__"], (None, "Pendulum-v1"))
     self.assertEqual(defaults["tfrl.evaluate"], (None, None))
 

@@ -7,16 +7,18 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from tests.neuroevolution import runs
+from tfrl import es
+from tfrl import ga
 from tfrl.envs import EnvProtocol, GymEnv
 from tfrl.neuroevolution import checkpoint
-from tfrl.neuroevolution import es
 from tfrl.neuroevolution import evaluation
 from tfrl.neuroevolution import evaluators
-from tfrl.neuroevolution import ga
 from tfrl.neuroevolution import genome as genome_lib
 from tfrl.neuroevolution import noise as noise_lib
 from tfrl.neuroevolution import population_net as pn
 from tfrl.neuroevolution import runner
+from tfrl.neuroevolution import settings
 from tfrl.neuroevolution import worker
 
 
@@ -30,6 +32,14 @@ def _setup(capacity, hidden=(8,), num_envs=16, groups=2, cap=None, seed=0):
   table = noise_lib.NoiseTable(seed, 100_000)
   spec = tf.TensorSpec([None, 4], tf.float32)
   return env, layout, net, evaluator, table, spec
+
+
+def _quiet(line):
+  del line
+
+
+# A linear policy (no hidden layer), for runs made by `runs.config`.
+_LINEAR = settings.NetworkSettings(arch="mlp", hidden=())
 
 
 def _local(pipelined, table, layout):
@@ -367,33 +377,30 @@ class AlgorithmTest(tf.test.TestCase):
   test_session = None  # tf.test.TestCase's deprecated helper, not a test.
 
   def test_ga_solves_cartpole(self):
-    env, layout, _, evaluator, table, spec = _setup(24)
+    # (Seeds 0 and 2-6 reach 475 within 7-15 generations with these settings,
+    # seed 0 in 7; seed 1 does not within 15.)
     config = ga.GAConfig(population=24, truncation=6, mutation_power=0.1,
-                         elite_candidates=3, elite_episodes=3, seed=1)
-    algo = ga.GeneticAlgorithm(config, layout, table, _local(evaluator, table, layout))
-    history = runner.run(algo, runner.RunConfig(
-        logdir=self.get_temp_dir() + "/ga", generations=15, export=False,
-        target_score=475.0), spec, print_fn=lambda s: None)
-    self.assertGreaterEqual(history[-1]["elite"], 475.0)
+                         elite_candidates=3, elite_episodes=3, seed=0)
+    _, run = runs.run(ga.build(runs.config(
+        config, self.get_temp_dir() + "/ga", generations=15, target_score=475.0),
+                               print_fn=_quiet))
+    self.assertGreaterEqual(run.history[-1]["elite"], 475.0)
     # Elitism: the elite is carried over unchanged.
+    algo = run.search
     self.assertEqual(algo.population[0], algo.elite)
     self.assertTrue(all(len(g.mutations) >= 1 for g in algo.population[1:]))
-    env.close()
 
   def test_es_solves_cartpole(self):
-    # Seeded episodes: the run is deterministic with any number of groups.
-    env, layout, _, evaluator, table, spec = _setup(32, hidden=())
-    # (Seeds 1-4, 6 and 7 reach 195 within 7-27 generations with these
-    # settings, seed 1 in 14; seeds 0 and 5 do not within 30.)
+    # A linear policy. (Seeds 2-4 reach 195 within 8-21 generations with these
+    # settings, seed 4 in 8; the first centres of seeds 6 and 7 score above it;
+    # seeds 0, 1 and 5 do not within 30.)
     config = es.ESConfig(population=32, sigma=0.1, learning_rate=0.1, l2=0.005,
-                         center_episodes=5, seed=1)
-    algo = es.EvolutionStrategy(config, layout, table, _local(evaluator, table, layout))
-    history = runner.run(algo, runner.RunConfig(
-        logdir=self.get_temp_dir() + "/es", generations=30, export=False,
-        target_score=195.0), spec, print_fn=lambda s: None)
-    self.assertGreaterEqual(history[-1]["elite"], 195.0)  # CartPole "solved" (v0)
-    self.assertGreater(history[-1]["mean"], history[0]["mean"])
-    env.close()
+                         center_episodes=5, seed=4)
+    _, run = runs.run(es.build(runs.config(
+        config, self.get_temp_dir() + "/es", network=_LINEAR, generations=30,
+        target_score=195.0), print_fn=_quiet))
+    self.assertGreaterEqual(run.history[-1]["elite"], 195.0)  # CartPole "solved" (v0)
+    self.assertGreater(run.history[-1]["mean"], run.history[0]["mean"])
 
   def test_next_population_staged_while_elites_play(self):
     # The weights staged during the elite re-evaluation are exactly the next
@@ -439,62 +446,50 @@ class AlgorithmTest(tf.test.TestCase):
     self.assertIsNotNone(algo.elite)
     env.close()
 
+  def _resumed_and_uninterrupted(self, build, config, name, **config_parts):
+    """A run of 2 generations resumed to 3, and the run of 3 from the start:
+    (the resumed run, its console lines, the uninterrupted run)."""
+    logdir = os.path.join(self.get_temp_dir(), name)
+    runs.run(build(runs.config(config, logdir, generations=2, **config_parts), print_fn=_quiet))
+    self.assertTrue(checkpoint.exists(logdir))
+    lines = []
+    _, resumed = runs.run(build(runs.config(config, logdir, generations=3, resume=True,
+                                            **config_parts), print_fn=lines.append))
+    self.assertIn(f"[{resumed.name}] resumed from {logdir} at generation 2", "\n".join(lines))
+    self.assertEqual([m["generation"] for m in resumed.history], [3])
+    straight = os.path.join(self.get_temp_dir(), name + "_uninterrupted")
+    _, uninterrupted = runs.run(build(runs.config(config, straight, generations=3,
+                                                  **config_parts), print_fn=_quiet))
+    # Seeded episodes: the resumed run is the run that was not interrupted.
+    for key in _RUN_METRICS:
+      self.assertEqual(resumed.history[0][key], uninterrupted.history[2][key], msg=key)
+    (state, arrays), (want, want_arrays) = checkpoint.load(logdir), checkpoint.load(straight)
+    self.assertEqual(state, want)
+    self.assertEqual(sorted(arrays), sorted(want_arrays))
+    for key in arrays:
+      self.assertAllEqual(arrays[key], want_arrays[key], msg=key)
+    return resumed, lines, uninterrupted
+
   def test_ga_checkpoint_resume(self):
-    logdir = self.get_temp_dir() + "/ga_resume"
-    env, layout, _, pipelined, table, spec = _setup(8)
-    evaluator = _local(pipelined, table, layout)
     config = ga.GAConfig(population=8, truncation=3, mutation_power=0.1,
                          elite_candidates=2, elite_episodes=2, seed=4)
-    algo = ga.GeneticAlgorithm(config, layout, table, evaluator)
-    runner.run(algo, runner.RunConfig(logdir=logdir, generations=2, export=False),
-               spec, print_fn=lambda s: None)
-    saved_population, saved_elite = list(algo.population), algo.elite
-    self.assertTrue(checkpoint.exists(logdir))
-
-    fresh = ga.GeneticAlgorithm(config, layout, table, evaluator)
-    lines = []
-    history = runner.run(fresh, runner.RunConfig(logdir=logdir, generations=3,
-                                                 resume=True, export=False),
-                         spec, print_fn=lines.append)
-    self.assertIn("resumed", lines[0])
-    self.assertEqual(len(history), 1)
-    self.assertEqual(history[0]["generation"], 3)
-    # Children of generation 3 descend from the restored population.
-    self.assertGreater(fresh.frames, algo.frames)
-    state, _ = checkpoint.load(logdir)
-    self.assertEqual(state["generation"], 3)
-    restored = ga.GeneticAlgorithm(config, layout, table, evaluator)
-    restored.restore(*checkpoint.load(logdir))
-    self.assertEqual(restored.population, fresh.population)
-    # The first checkpoint's population was what generation 3 evaluated.
-    self.assertIn(fresh.elite, saved_population + [saved_elite] + fresh.population)
-    # Seeded episodes: the resumed run is the run that was not interrupted.
-    algo.step()
-    self.assertEqual(algo.state(), fresh.state())
-    env.close()
+    resumed, _, _ = self._resumed_and_uninterrupted(ga.build, config, "ga_resume")
+    self.assertEqual(resumed.search.generation, 3)
 
   def test_es_checkpoint_resume(self):
-    logdir = self.get_temp_dir() + "/es_resume"
-    env, layout, _, pipelined, table, spec = _setup(8, hidden=())
-    evaluator = _local(pipelined, table, layout)
     config = es.ESConfig(population=8, sigma=0.05, learning_rate=0.1, center_episodes=1)
-    algo = es.EvolutionStrategy(config, layout, table, evaluator)
-    runner.run(algo, runner.RunConfig(logdir=logdir, generations=2, export=False),
-               spec, print_fn=lambda s: None)
-    fresh = es.EvolutionStrategy(config, layout, table, evaluator)
-    fresh.restore(*checkpoint.load(logdir))
-    self.assertAllEqual(fresh.theta, algo.theta)
-    self.assertAllEqual(fresh.adam.m, algo.adam.m)
-    self.assertEqual((fresh.generation, fresh.adam.t), (2, 2))
-    # Seeded episodes: the resumed run goes on as the uninterrupted one.
-    resumed, uninterrupted = fresh.step(), algo.step()
-    for key in _RUN_METRICS + ("grad_norm",):
-      self.assertEqual(resumed[key], uninterrupted[key], msg=key)
-    self.assertAllEqual(fresh.theta, algo.theta)
-    with self.assertRaises(ValueError):
+    resumed, _, uninterrupted = self._resumed_and_uninterrupted(
+        es.build, config, "es_resume", network=_LINEAR)
+    self.assertEqual(resumed.history[0]["grad_norm"], uninterrupted.history[2]["grad_norm"])
+    self.assertEqual((resumed.search.generation, resumed.search.adam.t), (3, 3))
+    # A GA does not restore an ES checkpoint.
+    layout = pn.ParamLayout(pn.NetworkConfig(arch="mlp", hidden=()), (4,), 2)
+    table = noise_lib.NoiseTable(0, 100_000)
+    with self.assertRaisesRegex(ValueError, "checkpoint is for 'es', not 'ga'"):
       ga.GeneticAlgorithm(ga.GAConfig(population=8, truncation=2), layout, table,
-                          evaluator).restore(*checkpoint.load(logdir))
-    env.close()
+                          _ScriptedEvaluator([])).restore(
+                              *checkpoint.load(os.path.join(self.get_temp_dir(),
+                                                            "es_resume")))
 
 
 class _ScriptedEvaluator(evaluators.Evaluator):

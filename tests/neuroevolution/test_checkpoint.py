@@ -1,125 +1,105 @@
 """GA / ES / random search checkpoints: crash-safe files, one-line load errors,
-and what a resumed run (`runner.run`, through the run skeleton) checks of the
-checkpoint in its logdir: the run identity (a fake, instant algorithm stands in
-for the real ones, which test_cli.py runs end to end). A fresh run over a
-checkpoint and a resume without one: the skeleton's, tests/test_run_loop.py."""
+and what a resumed run (`run_loop.run(<algorithm>.build(config))`) checks of
+the checkpoint in its logdir: the run identity. Small runs on CartPole with
+short episodes (test_cli.py runs the entry points end to end). A fresh run
+over a checkpoint and a resume without one: the skeleton's,
+tests/test_run_loop.py."""
 
+import dataclasses
 import json
 import os
-import time
+import shutil
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
+from tests.neuroevolution import runs
 from tfrl import errors
+from tfrl import es
+from tfrl import ga
 from tfrl import resume
+from tfrl.envs import EnvProtocol
+from tfrl.layers import spec as layer_spec
+from tfrl.logdir_lock import LOCK_FILE
 from tfrl.neuroevolution import checkpoint
 from tfrl.neuroevolution import evaluators
-from tfrl.neuroevolution import runner
-from tfrl.neuroevolution.metrics import generation_metrics
+from tfrl.neuroevolution import population_net as pn
+from tfrl.neuroevolution import settings
 
-_SPEC = tf.TensorSpec([None, 4], tf.float32)
-
-
-class _Layout:
-
-  def __init__(self, dim=3, kinds="torso/dense_0:dense"):
-    self.dim, self.kinds = dim, kinds
-
-  def describe(self):
-    return f"mlp D={self.dim} [{self.kinds}]"
+_GA = ga.GAConfig(population=4, truncation=2, mutation_power=0.1, elite_candidates=1,
+                  elite_episodes=1)
+_ES = es.ESConfig(population=4, sigma=0.1, center_episodes=1)  # its state has arrays
+# Episodes of at most 50 steps, 4 env slots: a generation takes a moment.
+_CARTPOLE = EnvProtocol(env="CartPole-v1", max_episode_frames=50)
+_SLOTS = settings.EvaluatorSettings(num_envs=4, slot_groups=1, noise_table_size=100_000)
 
 
-class _Table:
-
-  def __init__(self, seed=0, size=1000):
-    self.seed, self.size = seed, size
-
-
-class _Config:
-
-  def __init__(self, population, vbn=None):
-    self.population, self.vbn = population, vbn
+def _config(algorithm, logdir, generations, resume_run=False, **parts):
+  parts = {"env": _CARTPOLE, "evaluator": _SLOTS, **parts}
+  return runs.config(algorithm, str(logdir), generations=generations, resume=resume_run,
+                     **parts)
 
 
-class _Evaluator:
-
-  def stop(self):
-    pass
-
-
-class FakeAlgorithm:
-  """Generation g scores g; its state is (generation, frames, theta = g * ones)."""
-
-  def __init__(self, name="ga", population=4, layout=None, table=None, arrays=True, vbn=None):
-    self.name = name
-    self.config = _Config(population, vbn)
-    self.layout = layout or _Layout()
-    self.table = table or _Table()
-    self.evaluator = _Evaluator()
-    self.generation = self.frames = 0
-    self.elite_score = 0.0
-    self.theta = np.zeros(3, np.float32)
-    self._arrays = arrays
-
-  def step(self):
-    self.theta = self.theta + 1
-    self.elite_score = float(self.generation + 1)
-    fitness = np.full(self.config.population, self.elite_score)
-    return generation_metrics(self, fitness, 10, time.time(), 0.0)
-
-  def state(self):
-    state = {"algorithm": self.name, "generation": self.generation, "frames": self.frames,
-             "elite_score": self.elite_score}
-    return state, ({"theta": self.theta} if self._arrays else None)
-
-  def restore(self, state, arrays):
-    self.generation, self.frames = state["generation"], state["frames"]
-    self.elite_score = state["elite_score"]
-    if self._arrays:
-      self.theta = arrays["theta"]
-
-
-def _run(algorithm, logdir, generations, resume_run=False, identity=None):
+def _run(build, algorithm, logdir, generations, resume_run=False, made=None, **parts):
+  """(the run's runner.Generations, its console lines)."""
   lines = []
-  config = runner.RunConfig(logdir=str(logdir), generations=generations, resume=resume_run,
-                            export=False, identity=identity or {})
-  runner.run(algorithm, config, _SPEC, print_fn=lines.append)
-  return lines
+  _, run = runs.run(build(_config(algorithm, logdir, generations, resume_run, **parts),
+                          print_fn=lines.append), made=made)
+  return run, lines
+
+
+def _es(logdir, generations, resume_run=False, made=None):
+  return _run(es.build, _ES, logdir, generations, resume_run, made)[0]
+
+
+@pytest.fixture(scope="module")
+def es_two_generations(tmp_path_factory):
+  """A logdir holding an ES run's checkpoint of generation 2, and its theta."""
+  logdir = tmp_path_factory.mktemp("es_two_generations")
+  return logdir, _es(logdir, 2).search.theta.copy()
+
+
+def _copy(logdir, to):
+  """A copy of a finished run's logdir (without its released lock file)."""
+  shutil.copytree(logdir, to, ignore=shutil.ignore_patterns(LOCK_FILE), dirs_exist_ok=True)
 
 
 class TestFiles:
 
   def test_arrays_are_per_generation_and_older_ones_removed(self, tmp_path):
-    _run(FakeAlgorithm(), tmp_path, 3)
+    theta = _es(tmp_path, 3).search.theta
     state, arrays = checkpoint.load(str(tmp_path))
     assert state["generation"] == 3 and state["arrays_file"] == "checkpoint_arrays-000003.npz"
-    assert arrays["theta"].tolist() == [3, 3, 3]
+    assert arrays["theta"].tobytes() == theta.tobytes()
     assert sorted(f for f in os.listdir(tmp_path) if f.startswith("checkpoint")) == [
         "checkpoint.json", "checkpoint_arrays-000003.npz"]
 
-  def test_a_kill_between_the_two_renames_leaves_a_whole_checkpoint(self, tmp_path):
-    _run(FakeAlgorithm(), tmp_path, 2)
+  def test_a_kill_between_the_two_renames_leaves_a_whole_checkpoint(
+      self, tmp_path, es_two_generations):
+    logdir, theta = es_two_generations
+    _copy(logdir, tmp_path)
     # Generation 3's arrays were written, its state was not: generation 2 stays whole.
-    np.savez(tmp_path / "checkpoint_arrays-000003.npz", theta=np.full(3, 3.0))
+    np.savez(tmp_path / "checkpoint_arrays-000003.npz", theta=np.full(theta.shape, 3.0))
     (tmp_path / "checkpoint.json.tmp").write_text('{"generation": 3, "fr')
     state, arrays = checkpoint.load(str(tmp_path))
-    assert state["generation"] == 2 and arrays["theta"].tolist() == [2, 2, 2]
-    _run(FakeAlgorithm(), tmp_path, 3, resume_run=True)
+    assert state["generation"] == 2 and arrays["theta"].tobytes() == theta.tobytes()
+    _es(tmp_path, 3, resume_run=True)
     assert sorted(f for f in os.listdir(tmp_path) if f.startswith("checkpoint")) == [
         "checkpoint.json", "checkpoint_arrays-000003.npz"]
 
-  def test_arrays_the_state_does_not_name_are_not_read(self, tmp_path):
+  def test_arrays_the_state_does_not_name_are_not_read(self, tmp_path, es_two_generations):
     # An arrays file the state does not name (e.g. the single checkpoint_arrays.npz
     # of before per-generation files) is not part of the checkpoint: a resume that
     # needs arrays reports the checkpoint as malformed, in one line.
-    np.savez(tmp_path / "checkpoint_arrays.npz", theta=np.ones(3))
-    (tmp_path / checkpoint.STATE_FILE).write_text(json.dumps(
-        {"algorithm": "ga", "generation": 1, "frames": 5, "elite_score": 1.0}))
+    logdir, _ = es_two_generations
+    _copy(logdir, tmp_path)
+    state_path = tmp_path / checkpoint.STATE_FILE
+    state = json.loads(state_path.read_text())
+    os.rename(tmp_path / state.pop("arrays_file"), tmp_path / "checkpoint_arrays.npz")
+    state_path.write_text(json.dumps(state))
     assert checkpoint.load(str(tmp_path))[1] == {}
     with pytest.raises(resume.CorruptCheckpoint) as e:
-      _run(FakeAlgorithm(), tmp_path, 2, resume_run=True)
+      _es(tmp_path, 3, resume_run=True)
     assert str(e.value).startswith(f"cannot load the checkpoint {tmp_path / 'checkpoint.json'}"
                                    ": a malformed or missing entry (KeyError('theta'))")
 
@@ -133,8 +113,9 @@ class TestFiles:
       ("missing_arrays", "checkpoint_arrays-000002.npz", "missing (checkpoint.json names it)"),
       ("no_theta", checkpoint.STATE_FILE, "a malformed or missing entry (KeyError('theta'))"),
   ])
-  def test_damaged_checkpoint_is_one_line_and_left_alone(self, tmp_path, damage, file, problem):
-    _run(FakeAlgorithm(), tmp_path, 2)
+  def test_damaged_checkpoint_is_one_line_and_left_alone(self, tmp_path, es_two_generations,
+                                                         damage, file, problem):
+    _copy(es_two_generations[0], tmp_path)
     state_path = tmp_path / checkpoint.STATE_FILE
     arrays_path = tmp_path / "checkpoint_arrays-000002.npz"
     if damage == "truncate_state":
@@ -158,7 +139,7 @@ class TestFiles:
     before = {f: (tmp_path / f).read_bytes() for f in os.listdir(tmp_path)
               if f.startswith("checkpoint")}
     with pytest.raises(resume.CorruptCheckpoint) as e:
-      _run(FakeAlgorithm(), tmp_path, 3, resume_run=True)
+      _es(tmp_path, 3, resume_run=True)
     message = str(e.value)
     assert "\n" not in message
     assert message.startswith(f"cannot load the checkpoint {tmp_path / file}: {problem}")
@@ -167,49 +148,69 @@ class TestFiles:
     assert after == before
 
 
+def _network(hidden=(8,), inputs=4, actions=2, layer_plan=None):
+  """How the run identity describes an mlp (CartPole's sizes by default)."""
+  return pn.ParamLayout(pn.NetworkConfig(arch="mlp", hidden=hidden, layer_plan=layer_plan),
+                        (inputs,), actions).describe()
+
+
+_CIRCULANT = layer_spec.LayerPlan.parse("torso/dense_0=circulant:block_size=4")
+
+
+# The resumed run of each case of TestResume: (its build, algorithm config,
+# config parts), against a GA checkpoint (the vbn case: an ES one, `_BASES`).
+_BASES = {"vbn": (es.build, _ES)}
+_CHANGES = {
+    "algorithm": (es.build, _ES, {}),
+    "env": (ga.build, _GA, {"env": dataclasses.replace(_CARTPOLE, env="Acrobot-v1")}),
+    "population": (ga.build, dataclasses.replace(_GA, population=8), {}),
+    "network": (ga.build, _GA, {"network": settings.NetworkSettings(arch="mlp",
+                                                                    hidden=(16,))}),
+    "layer": (ga.build, _GA, {"layer_plan": _CIRCULANT}),
+    "vbn": (es.build, dataclasses.replace(_ES, vbn=es.VBNConfig()), {}),
+    "noise_seed": (ga.build, dataclasses.replace(_GA, seed=1), {}),
+    "noise_size": (ga.build, _GA, {"evaluator": dataclasses.replace(
+        _SLOTS, noise_table_size=200_000)}),
+    "two": (ga.build, dataclasses.replace(_GA, population=8, seed=1), {}),
+}
+
+
 class TestResume:
 
   def test_resume_continues_and_records_the_identity(self, tmp_path):
-    identity = {"game": None, "env": "CartPole-v1"}
-    _run(FakeAlgorithm(), tmp_path, 1, identity=identity)
-    lines = _run(FakeAlgorithm(), tmp_path, 2, resume_run=True, identity=identity)
-    assert lines[0].startswith(f"[ga] resumed from {tmp_path} at generation 1")
+    _run(ga.build, _GA, tmp_path, 1)
+    _, lines = _run(ga.build, _GA, tmp_path, 2, resume_run=True)
+    assert any(line.startswith(f"[ga] resumed from {tmp_path} at generation 1")
+               for line in lines), lines
     state = checkpoint.load(str(tmp_path))[0]
     assert state["generation"] == 2
-    assert state["run"] == {
-        "algorithm": "ga", "game": None, "env": "CartPole-v1",
-        "network": "mlp D=3 [torso/dense_0:dense]", "virtual_batch_norm": "off",
-        "population": 4,
-        "noise_table_seed": 0, "noise_table_size": 1000, "observation_spec": "[None, 4] float32"}
+    recorded = {
+        "algorithm": "ga", "game": None, "env": "CartPole-v1", "max_episode_frames": 50,
+        "network": _network(), "virtual_batch_norm": "off", "population": 4,
+        "noise_table_seed": 0, "noise_table_size": 100_000,
+        "observation_spec": "[None, 4] float32"}
+    assert {key: state["run"].get(key) for key in recorded} == recorded
 
   @pytest.mark.parametrize("change, mismatch", [
-      (dict(name="es"), "algorithm ga != es"),
-      (dict(identity={"game": "pong", "env": None}),
-       "game (none) != pong; env CartPole-v1 != (none)"),
-      (dict(population=8), "population 4 != 8"),
-      (dict(layout=_Layout(dim=5)), "network mlp D=3 [torso/dense_0:dense] != mlp D=5 "
-                                    "[torso/dense_0:dense]"),
-      (dict(layout=_Layout(kinds="torso/dense_0:circulant")), "[torso/dense_0:dense] != mlp "
-                                                              "D=3 [torso/dense_0:circulant]"),
-      (dict(vbn="a VBNConfig"), "virtual batch norm off != on"),
-      (dict(table=_Table(seed=1)), "noise table seed 0 != 1"),
-      (dict(table=_Table(size=2000)), "noise table size 1000 != 2000"),
-      (dict(spec=tf.TensorSpec([None, 6], tf.float32)),
-       "observation spec [None, 4] float32 != [None, 6] float32"),
-      (dict(population=8, table=_Table(seed=1)), "population 4 != 8; noise table seed 0 != 1"),
+      ("algorithm", "algorithm ga != es"),
+      ("env", f"env CartPole-v1 != Acrobot-v1; network {_network()} != "
+              f"{_network(inputs=6, actions=3)}; observation spec [None, 4] float32 != "
+              "[None, 6] float32"),
+      ("population", "population 4 != 8"),
+      ("network", f"network {_network()} != {_network((16,))}"),
+      ("layer", f"network {_network()} != {_network(layer_plan=_CIRCULANT)}"),
+      ("vbn", "virtual batch norm off != on"),
+      ("noise_seed", "noise table seed 0 != 1"),
+      ("noise_size", "noise table size 100000 != 200000"),
+      ("two", "population 4 != 8; noise table seed 0 != 1"),
   ])
   def test_resume_refuses_each_mismatch_in_one_line(self, tmp_path, change, mismatch):
-    _run(FakeAlgorithm(), tmp_path, 1, identity={"game": None, "env": "CartPole-v1"})
+    _run(*_BASES.get(change, (ga.build, _GA)), tmp_path, 1)
     before = (tmp_path / checkpoint.STATE_FILE).read_bytes()
-    change = dict(change)
-    identity = change.pop("identity", {"game": None, "env": "CartPole-v1"})
-    spec = change.pop("spec", _SPEC)
-    config = runner.RunConfig(logdir=str(tmp_path), generations=2, resume=True, export=False,
-                              identity=identity)
+    build, algorithm, parts = _CHANGES[change]
     with pytest.raises(ValueError) as e:
-      runner.run(FakeAlgorithm(**change), config, spec, print_fn=lambda line: None)
-    assert str(e.value).startswith(f"cannot resume {tmp_path} (checkpoint != this run): ")
-    assert str(e.value).endswith(mismatch)
+      _run(build, algorithm, tmp_path, 2, resume_run=True, **parts)
+    assert str(e.value) == f"cannot resume {tmp_path} (checkpoint != this run): {mismatch}"
     assert (tmp_path / checkpoint.STATE_FILE).read_bytes() == before
 
 
@@ -217,7 +218,7 @@ class TestFailedWrites:
 
   def test_unwritable_checkpoint_ends_the_run_with_the_previous_one_intact(
       self, tmp_path, monkeypatch):
-    _run(FakeAlgorithm(), tmp_path, 1)
+    theta = _es(tmp_path, 1).search.theta.copy()
     original = np.savez
 
     def full_disk(file, **arrays):
@@ -226,31 +227,34 @@ class TestFailedWrites:
 
     monkeypatch.setattr(np, "savez", full_disk)
     with pytest.raises(errors.RunFailed) as e:
-      _run(FakeAlgorithm(), tmp_path, 3, resume_run=True)
+      _es(tmp_path, 3, resume_run=True)
     assert str(e.value) == (
         f"cannot write the checkpoint of generation 2 in {tmp_path}: No space left on "
         f"device; the checkpoint there still holds generation 1 (resume with --resume)")
     monkeypatch.undo()
     state, arrays = checkpoint.load(str(tmp_path))
-    assert state["generation"] == 1 and arrays["theta"].tolist() == [1, 1, 1]
+    assert state["generation"] == 1 and arrays["theta"].tobytes() == theta.tobytes()
     assert not [f for f in os.listdir(tmp_path) if f.endswith(".tmp")]
 
 
 class TestLostWorkers:
 
   def test_the_message_names_the_generation_of_the_last_checkpoint(self, tmp_path):
-    _run(FakeAlgorithm(), tmp_path, 1)
-    algorithm = FakeAlgorithm()
-    step = algorithm.step
+    _es(tmp_path, 1)
 
-    def lose_workers_in_generation_3():
-      if algorithm.generation == 2:
-        raise evaluators.WorkersLost("every Ray worker was lost")
-      return step()
+    def lose_workers_in_generation_3(run):
+      search = run.search
+      step = search.step
 
-    algorithm.step = lose_workers_in_generation_3
+      def step_or_lose():
+        if search.generation == 2:
+          raise evaluators.WorkersLost("every Ray worker was lost")
+        return step()
+
+      search.step = step_or_lose
+
     with pytest.raises(evaluators.WorkersLost) as e:
-      _run(algorithm, tmp_path, 5, resume_run=True)
+      _es(tmp_path, 5, resume_run=True, made=lose_workers_in_generation_3)
     assert str(e.value) == (f"every Ray worker was lost; the checkpoint in {tmp_path} holds "
                             "generation 2 (resume with --resume, with or without Ray)")
     assert checkpoint.load(str(tmp_path))[0]["generation"] == 2

@@ -3,14 +3,14 @@
 from absl import flags
 from absl.testing import absltest
 
+from tfrl import es
 from tfrl import flagconfig
+from tfrl import ga
 from tfrl.envs import EnvProtocol
+from tfrl.es import virtual_batch_norm as vbn
 from tfrl.neuroevolution import cli as ne_cli
-from tfrl.neuroevolution import es
-from tfrl.neuroevolution import ga
 from tfrl.neuroevolution import runner
 from tfrl.neuroevolution import settings
-from tfrl.neuroevolution import vbn
 
 
 def _config(algorithm_cls, *args, exclude=(), **overrides):

@@ -9,22 +9,26 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
+from tfrl import es
+from tfrl import ga
+from tfrl import random_search
 from tfrl.envs import EnvProtocol, GymEnv
-from tfrl.neuroevolution import es
+from tfrl.neuroevolution import checkpoint
 from tfrl.neuroevolution import evaluation
 from tfrl.neuroevolution import evaluators
-from tfrl.neuroevolution import ga
 from tfrl.neuroevolution import heads
 from tfrl.neuroevolution import normalization
 from tfrl.neuroevolution import population_net as pn
-from tfrl.neuroevolution import single_network
 from tfrl.neuroevolution import runner
+from tfrl.neuroevolution import settings
+from tfrl.neuroevolution import single_network
 from tfrl.neuroevolution import worker
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 if _ROOT not in sys.path:
   sys.path.insert(0, _ROOT)
 from tests.neuroevolution import bad_envs  # pylint: disable=g-import-not-at-top,unused-import
+from tests.neuroevolution import runs  # pylint: disable=g-import-not-at-top
 
 _BAD = "tests.neuroevolution.bad_envs:"
 _PENDULUM = EnvProtocol(env="InvertedPendulum-v5", max_episode_frames=200)
@@ -224,16 +228,16 @@ class NormalizationTest(tf.test.TestCase):
       normalization.Normalizer(_NORM, (84, 84, 4))
 
 
-def _algorithm(kind, spec, evaluator, seed=0):
-  layout, table = spec.layout(), evaluator.builder.table
+def _search_config(kind, seed=0):
   if kind == "es":
-    config = es.ESConfig(population=16, sigma=0.1, learning_rate=0.1, center_episodes=3,
-                         seed=seed, normalization=_NORM)
-    return es.EvolutionStrategy(config, layout, table, evaluator)
-  config = ga.GAConfig(population=16 if kind == "ga" else 32, truncation=4,
-                       mutation_power=0.2, elite_candidates=3, elite_episodes=3, seed=seed,
-                       random_search=kind == "random_search", normalization=_NORM)
-  return ga.GeneticAlgorithm(config, layout, table, evaluator)
+    return es.ESConfig(population=16, sigma=0.1, learning_rate=0.1, center_episodes=3,
+                       seed=seed, normalization=_NORM)
+  return ga.GAConfig(population=16 if kind == "ga" else 32, truncation=4,
+                     mutation_power=0.2, elite_candidates=3, elite_episodes=3, seed=seed,
+                     random_search=kind == "random_search", normalization=_NORM)
+
+
+_BUILDS = {"es": es.build, "ga": ga.build, "random_search": random_search.build}
 
 
 class LearningTest(tf.test.TestCase):
@@ -246,22 +250,18 @@ class LearningTest(tf.test.TestCase):
     self.assertLess(random_return, 10.0)   # measured: 4.2
     # Measured (seed 0): ES and the GA reach the cap, 200, in 10-25
     # generations; random search (population 32) the best of 120-190.
+    network = settings.NetworkSettings(arch="mlp", hidden=(), activation="tanh")
+    slots = settings.EvaluatorSettings(num_envs=8, slot_groups=2, noise_table_size=100_000)
     for kind, floor in (("es", 150.0), ("ga", 150.0), ("random_search", 80.0)):
-      spec = _spec(capacity=36)
-      evaluator = worker.build_local(spec)
-      try:
-        algorithm = _algorithm(kind, spec, evaluator)
-        history = runner.run(algorithm, runner.RunConfig(
-            logdir=os.path.join(self.get_temp_dir(), kind), generations=25,
-            export=False, target_score=200.0), tf.TensorSpec([None, 4], tf.float64),
-                             print_fn=lambda line: None)
-      finally:
-        evaluator.close()
-      best_elite = max(m["elite"] for m in history)
+      _, run = runs.run(_BUILDS[kind](runs.config(
+          _search_config(kind), os.path.join(self.get_temp_dir(), kind), env=_PENDULUM,
+          network=network, evaluator=slots, generations=25, target_score=200.0),
+                                      print_fn=lambda line: None))
+      best_elite = max(m["elite"] for m in run.history)
       self.assertGreaterEqual(best_elite, floor, msg=kind)
       self.assertGreater(best_elite, 15 * random_return, msg=kind)
-      self.assertGreater(algorithm.normalizer.episodes, 0, msg=kind)
-      self.assertGreater(algorithm.normalizer.stats.count, 0, msg=kind)
+      self.assertGreater(run.search.normalizer.episodes, 0, msg=kind)
+      self.assertGreater(run.search.normalizer.stats.count, 0, msg=kind)
 
 
 def _cli(args, cwd=None, with_tfrl=True, check=True):
@@ -319,7 +319,7 @@ class CliTest(tf.test.TestCase):
     values = np.array(eval(printed.strip().split(" ", 2)[2]))  # pylint: disable=eval-used
     self.assertEqual(values.shape, (3, 1))
     self.assertTrue(np.all(np.abs(values) <= 3.0))
-    state, arrays = runner.checkpoint.load(logdir)
+    state, arrays = checkpoint.load(logdir)
     self.assertEqual(state["observation_normalization"], {"fraction": 0.5, "clip": 5.0})
     layout = _spec(hidden=(8,)).layout()
     (w0, b0), (w1, b1) = layout.expand(arrays["theta"][None])

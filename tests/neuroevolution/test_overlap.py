@@ -9,9 +9,9 @@ import numpy as np
 import tensorflow as tf
 
 from tests.neuroevolution.test_algorithms import _RUN_METRICS, _local, _setup, _spec
+from tfrl import ga
 from tfrl.neuroevolution import evaluation
 from tfrl.neuroevolution import evaluators
-from tfrl.neuroevolution import ga
 from tfrl.neuroevolution import worker
 
 

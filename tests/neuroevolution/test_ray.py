@@ -17,46 +17,50 @@ import tempfile
 import time
 
 import pytest
-import tensorflow as tf
 
 # The Ray extra (pip install -e '.[test,ray]'); without it this module fails.
 import ray
 from ray import cluster_utils
 from ray._private import ray_constants
 
+from tfrl import es
+from tfrl import ga
+from tfrl import random_search
 from tfrl.envs import EnvProtocol
-from tfrl.neuroevolution import es
 from tfrl.neuroevolution import evaluators
-from tfrl.neuroevolution import ga
 from tfrl.neuroevolution import heads
 from tfrl.neuroevolution import noise as noise_lib
 from tfrl.neuroevolution import normalization
 from tfrl.neuroevolution import population_net as pn
 from tfrl.neuroevolution import ray_evaluator
-from tfrl.neuroevolution import runner
+from tfrl.neuroevolution import settings
 from tfrl.neuroevolution import worker
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 if _ROOT not in sys.path:
   sys.path.insert(0, _ROOT)
 from tests import processes  # pylint: disable=g-import-not-at-top
+from tests.neuroevolution import runs  # pylint: disable=g-import-not-at-top
 _NOISE = 1 << 21
 _POP = 6
-# Frostbite with sticky actions: short capped episodes whose scores differ
-# between networks and between seeds.
-_ATARI = EnvProtocol(game="frostbite", repeat_action_probability=0.25)
+# The algorithms' seed, and so that of the noise table and of the env slots
+# (as the entry points seed them).
+_SEED = 7
+# Frostbite with sticky actions, capped at 800 frames: short episodes whose
+# scores differ between networks and between seeds.
+_ATARI = EnvProtocol(game="frostbite", repeat_action_probability=0.25, max_episode_frames=800)
+_SMALL = settings.NetworkSettings(arch="small", hidden=(8,))
 
 
-def _spec(env=_ATARI, arch="small", hidden=(8,), num_envs=4, groups=2, cap=800, seed=3):
-  probe = worker.make_worker_env(env, 1, seed)
+def _spec(env=_ATARI, arch="small", hidden=(8,), num_envs=4, groups=2, env_seed=_SEED):
+  probe = worker.make_worker_env(env, 1, env_seed)
   shape, actions = tuple(probe.observation_shape), int(probe.num_actions)
   probe.close()
   return worker.WorkerSpec(
-      env=dataclasses.replace(env, max_episode_frames=cap),
-      network=pn.NetworkConfig(arch=arch, hidden=hidden),
-      observation_shape=shape, num_actions=actions, noise_seed=0, noise_size=_NOISE,
+      env=env, network=pn.NetworkConfig(arch=arch, hidden=hidden),
+      observation_shape=shape, num_actions=actions, noise_seed=_SEED, noise_size=_NOISE,
       capacity=_POP, num_envs=num_envs, slot_groups=groups,
-      incremental=arch != "mlp", cache_size=8, env_seed=seed)
+      incremental=arch != "mlp", cache_size=8, env_seed=env_seed)
 
 
 _TABLE = {}
@@ -64,18 +68,21 @@ _TABLE = {}
 
 def _table():
   if "t" not in _TABLE:
-    _TABLE["t"] = noise_lib.NoiseTable(0, _NOISE)
+    _TABLE["t"] = noise_lib.NoiseTable(_SEED, _NOISE)
   return _TABLE["t"]
 
 
-def _algorithm(kind, spec, evaluator):
+def _config(kind):
   if kind == "es":
-    config = es.ESConfig(population=_POP, sigma=0.05, center_episodes=2, seed=7)
-    return es.EvolutionStrategy(config, spec.layout(), _table(), evaluator)
-  config = ga.GAConfig(population=_POP, truncation=3, mutation_power=0.02,
-                       elite_candidates=2, elite_episodes=2, seed=7,
-                       random_search=kind == "random_search")
-  return ga.GeneticAlgorithm(config, spec.layout(), _table(), evaluator)
+    return es.ESConfig(population=_POP, sigma=0.05, center_episodes=2, seed=_SEED)
+  return ga.GAConfig(population=_POP, truncation=3, mutation_power=0.02,
+                     elite_candidates=2, elite_episodes=2, seed=_SEED,
+                     random_search=kind == "random_search")
+
+
+def _algorithm(kind, spec, evaluator):
+  search_cls = es.EvolutionStrategy if kind == "es" else ga.GeneticAlgorithm
+  return search_cls(_config(kind), spec.layout(), _table(), evaluator)
 
 
 def _ray_evaluator(spec, workers, log=None, **kwargs):
@@ -89,11 +96,22 @@ def _scores(history):
           for m in history]
 
 
-def _run(algorithm, logdir, generations, resume=False):
-  config = runner.RunConfig(logdir=logdir, generations=generations, resume=resume,
-                            export=False)
-  return runner.run(algorithm, config, tf.TensorSpec([None, 84, 84, 4], tf.uint8),
-                    print_fn=lambda line: None)
+_BUILDS = {"es": es.build, "ga": ga.build, "random_search": random_search.build}
+
+
+def _run(kind, logdir, generations, resume=False, workers=0, made=None, **ray):
+  """A run as the entry points make it: on `workers` Ray workers (2 slots in
+  2 groups each; `ray`: more RayConfig fields), or locally (3 slots, 1 group)
+  with none; its runner.Generations."""
+  slots = settings.EvaluatorSettings(num_envs=2 if workers else 3,
+                                     slot_groups=2 if workers else 1,
+                                     noise_table_size=_NOISE)
+  ray_config = (ray_evaluator.RayConfig(address="auto", workers=workers, **ray) if workers
+                else ray_evaluator.RayConfig())
+  config = dataclasses.replace(
+      runs.config(_config(kind), logdir, env=_ATARI, network=_SMALL, evaluator=slots,
+                  generations=generations, resume=resume), ray=ray_config)
+  return runs.run(_BUILDS[kind](config, print_fn=lambda line: None), made=made)[1]
 
 
 _LOCAL = {}
@@ -192,26 +210,18 @@ class TestFaults:
   def test_all_workers_lost_keeps_a_checkpoint_that_resumes_locally(self, tmp_path):
     scores, state = _local_reference("ga")
     logdir = str(tmp_path / "run")
-    spec = _spec(num_envs=2)
-    evaluator = _ray_evaluator(spec, 2, log=lambda line: None, max_worker_restarts=0)
-    try:
-      algorithm = _algorithm("ga", spec, evaluator)
-      first = _run(algorithm, logdir, 1)
+    first = _run("ga", logdir, 1, workers=2, max_worker_restarts=0)
+
+    def lose_both_workers(run):
       for i in range(2):
-        evaluator.arm_exit(i, seconds=0.05)
-      with pytest.raises(evaluators.WorkersLost, match="generation 1"):
-        _run(algorithm, logdir, 3, resume=True)
-    finally:
-      evaluator.close()
-    local_spec = _spec(num_envs=3, groups=1)
-    local = worker.build_local(local_spec, _table())
-    try:
-      resumed = _algorithm("ga", local_spec, local)
-      rest = _run(resumed, logdir, 3, resume=True)
-    finally:
-      local.close()
-    assert _scores(first + rest) == scores
-    assert _comparable_state(resumed) == state
+        run.search.evaluator.arm_exit(i, seconds=0.05)
+
+    with pytest.raises(evaluators.WorkersLost, match="generation 1"):
+      _run("ga", logdir, 3, resume=True, workers=2, max_worker_restarts=0,
+           made=lose_both_workers)
+    rest = _run("ga", logdir, 3, resume=True)
+    assert _scores(first.history + rest.history) == scores
+    assert _comparable_state(rest.search) == state
 
 
 class TestResume:
@@ -222,16 +232,11 @@ class TestResume:
     logdir = str(tmp_path / "run")
     history = []
     for generations, on_ray in ((2, first_on_ray), (3, not first_on_ray)):
-      spec = _spec(num_envs=2) if on_ray else _spec(num_envs=3, groups=1)
-      evaluator = (_ray_evaluator(spec, 2) if on_ray
-                   else worker.build_local(spec, _table()))
-      try:
-        algorithm = _algorithm("es", spec, evaluator)
-        history += _run(algorithm, logdir, generations, resume=generations > 2)
-      finally:
-        evaluator.close()
+      run = _run("es", logdir, generations, resume=generations > 2,
+                 workers=2 if on_ray else 0)
+      history += run.history
     assert _scores(history) == scores
-    assert _comparable_state(algorithm) == state
+    assert _comparable_state(run.search) == state
 
 
 class TestTraffic:
@@ -240,7 +245,7 @@ class TestTraffic:
     cartpole = EnvProtocol(env="CartPole-v1")
     sent = {}
     for hidden in ((4,), (256, 256)):
-      spec = _spec(env=cartpole, arch="mlp", hidden=hidden, cap=None, seed=0)
+      spec = _spec(env=cartpole, arch="mlp", hidden=hidden, env_seed=0)
       evaluator = _ray_evaluator(spec, 2)
       try:
         algorithm = _algorithm("ga", spec, evaluator)
@@ -274,13 +279,13 @@ def _mujoco_spec(num_envs, groups):
   probe.close()
   return worker.WorkerSpec(
       env=_CHEETAH, network=pn.NetworkConfig(arch="mlp", hidden=(8,), activation="tanh"),
-      observation_shape=(17,), num_actions=head.size, noise_seed=0, noise_size=_NOISE,
+      observation_shape=(17,), num_actions=head.size, noise_seed=_SEED, noise_size=_NOISE,
       capacity=_POP, num_envs=num_envs, slot_groups=groups, cache_size=8, env_seed=3,
       head=head, obs_norm_clip=5.0)
 
 
 def _mujoco_es(spec, evaluator):
-  config = es.ESConfig(population=_POP, sigma=0.05, center_episodes=2, seed=7,
+  config = es.ESConfig(population=_POP, sigma=0.05, center_episodes=2, seed=_SEED,
                        normalization=_NORM)
   return es.EvolutionStrategy(config, spec.layout(), _table(), evaluator)
 

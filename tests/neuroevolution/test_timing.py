@@ -24,11 +24,12 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-from tests.neuroevolution.test_algorithms import _local, _setup
+from tests.neuroevolution import runs
+from tfrl import es
+from tfrl import ga
 from tfrl.neuroevolution import checkpoint
-from tfrl.neuroevolution import es
-from tfrl.neuroevolution import ga
-from tfrl.neuroevolution import runner
+from tfrl.neuroevolution import evaluation
+from tfrl.neuroevolution import settings
 from tfrl.neuroevolution import timing
 
 # Seconds put into each timed part; what no part measures must stay below it.
@@ -37,19 +38,27 @@ DELAY = 0.2
 ROUNDING = 1e-6
 
 
-def _ga(seed=0, overlap_elite=False):
-  # Capacity 16: room for the 3 candidates, the last elite and 11 children.
-  _, layout, _, pipelined, table, spec = _setup(16, num_envs=8, seed=seed)
+# CartPole on 8 env slots.
+_SLOTS = settings.EvaluatorSettings(num_envs=8, slot_groups=2, noise_table_size=100_000)
+
+
+def _run(build, algorithm, logdir, generations, print_fn=lambda line: None, **run):
+  """(its runner.Generations) of a run of `algorithm` on CartPole."""
+  _, generations_run = runs.run(build(runs.config(
+      algorithm, logdir, evaluator=_SLOTS, generations=generations, **run),
+                                      print_fn=print_fn))
+  return generations_run
+
+
+def _ga(logdir, generations, overlap_elite=False, **run):
   config = ga.GAConfig(population=12, truncation=4, elite_candidates=3,
-                       elite_episodes=2, mutation_power=0.1, seed=seed,
-                       overlap_elite=overlap_elite)
-  return ga.GeneticAlgorithm(config, layout, table, _local(pipelined, table, layout)), spec
+                       elite_episodes=2, mutation_power=0.1, overlap_elite=overlap_elite)
+  return _run(ga.build, config, logdir, generations, **run)
 
 
-def _es():
-  _, layout, _, pipelined, table, spec = _setup(16, num_envs=8)
-  config = es.ESConfig(population=8, center_episodes=2)
-  return es.EvolutionStrategy(config, layout, table, _local(pipelined, table, layout)), spec
+def _es(logdir, generations, **run):
+  return _run(es.build, es.ESConfig(population=8, center_episodes=2), logdir, generations,
+              **run)
 
 
 def _delayed(fn):
@@ -60,10 +69,10 @@ def _delayed(fn):
 
 
 @contextlib.contextmanager
-def delays(algorithm):
+def delays():
   """DELAY more in each evaluation call (before its slot groups start: the
   call's `load`) and in each checkpoint."""
-  pipelined = algorithm.evaluator.pipelined
+  pipelined = evaluation.PipelinedEvaluator
   with mock.patch.object(pipelined, "evaluate", _delayed(pipelined.evaluate)), \
       mock.patch.object(pipelined, "evaluate_parts", _delayed(pipelined.evaluate_parts)), \
       mock.patch.object(checkpoint.Store, "save", _delayed(checkpoint.Store.save)):
@@ -131,13 +140,10 @@ class BreakdownTest(tf.test.TestCase):
   def test_parts_add_up_to_each_generations_wall_time(self):
     for make in (_ga, _es):
       logdir = os.path.join(self.get_temp_dir(), make.__name__)
-      algorithm, spec = make()
       lines = []
       started = time.perf_counter()
-      with delays(algorithm):
-        history = runner.run(algorithm, runner.RunConfig(logdir=logdir, generations=3,
-                                                         export=False), spec,
-                             print_fn=lines.append)
+      with delays():
+        history = make(logdir, 3, print_fn=lines.append).history
       elapsed = time.perf_counter() - started
       self.assertLen(history, 3)
       for metrics in history:
@@ -153,14 +159,12 @@ class BreakdownTest(tf.test.TestCase):
   def test_overlapped_calls_add_up_too(self):
     # The candidates play in one call with the next population: generation 1
     # also plays its own population first ("eval"), the others do not.
-    algorithm, spec = _ga(overlap_elite=True)
     lines = []
-    with delays(algorithm):
-      history = runner.run(algorithm, runner.RunConfig(
-          logdir=os.path.join(self.get_temp_dir(), "overlapped"), generations=3,
-          export=False), spec, print_fn=lines.append)
-    self.assertEqual(algorithm.evaluator.overlapped_calls, 3)
-    for metrics in history:
+    with delays():
+      run = _ga(os.path.join(self.get_temp_dir(), "overlapped"), 3, overlap_elite=True,
+                print_fn=lines.append)
+    self.assertEqual(run.search.evaluator.overlapped_calls, 3)
+    for metrics in run.history:
       seconds = metrics["time"]
       calls = ["eval", "overlapped"] if metrics["generation"] == 1 else ["overlapped"]
       self._check_parts(seconds, calls + ["checkpoint"])
@@ -176,10 +180,7 @@ class BreakdownTest(tf.test.TestCase):
 
   def test_tensorboard_holds_the_breakdown(self):
     logdir = self.get_temp_dir()
-    algorithm, spec = _ga()
-    history = runner.run(algorithm, runner.RunConfig(logdir=logdir, generations=2,
-                                                     export=False), spec,
-                         print_fn=lambda line: None)
+    history = _ga(logdir, 2).history
     scalars = {}
     for path in glob.glob(os.path.join(logdir, "events.out.tfevents.*")):
       for event in tf.compat.v1.train.summary_iterator(path):
@@ -197,11 +198,8 @@ class BreakdownTest(tf.test.TestCase):
 
   def test_profile_generation_traces_that_generation_only(self):
     logdir = self.get_temp_dir()
-    algorithm, spec = _ga()
     lines = []
-    runner.run(algorithm, runner.RunConfig(logdir=logdir, generations=3, export=False,
-                                           profile_generation=2), spec,
-               print_fn=lines.append)
+    _ga(logdir, 3, profile_generation=2, print_fn=lines.append)
     sessions, numbers, names = _trace_generations(logdir)
     self.assertLen(sessions, 1)
     self.assertEqual(numbers, [2])
@@ -212,10 +210,7 @@ class BreakdownTest(tf.test.TestCase):
 
   def test_a_generation_without_the_asked_number_traces_nothing(self):
     logdir = self.get_temp_dir()
-    algorithm, spec = _ga()
-    runner.run(algorithm, runner.RunConfig(logdir=logdir, generations=1, export=False,
-                                           profile_generation=2), spec,
-               print_fn=lambda line: None)
+    _ga(logdir, 1, profile_generation=2)
     self.assertFalse(os.path.exists(os.path.join(logdir, "profile")))
 
 

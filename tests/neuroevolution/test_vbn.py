@@ -9,18 +9,18 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
+from tfrl import es
 from tfrl.envs import AtariEnv
 from tfrl.envs import GymEnv
+from tfrl.es import virtual_batch_norm as vbn
 from tfrl.neuroevolution import checkpoint
-from tfrl.neuroevolution import es
 from tfrl.neuroevolution import evaluation
 from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import genome as genome_lib
 from tfrl.neuroevolution import noise as noise_lib
 from tfrl.neuroevolution import population_net as pn
-from tfrl.neuroevolution import single_network
 from tfrl.neuroevolution import runner
-from tfrl.neuroevolution import vbn
+from tfrl.neuroevolution import single_network
 from tfrl.ops import population as pop_ops
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

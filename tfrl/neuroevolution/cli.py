@@ -1,10 +1,10 @@
 """Flags of `python -m tfrl.ga`, `tfrl.es` and `tfrl.random_search`.
 
-Each entry module calls `define_flags(<its algorithm config>)` at import time
-and, in `main`, `config_from_flags(algorithm)`: one typed
-`settings.NeuroevolutionConfig` (env protocol, network, evaluator, run, Ray,
-algorithm, layer plan), which it runs as `run_loop.run(runner.build(config))`.
-Library code never reads FLAGS.
+Each entry module (`tfrl/<algorithm>/__main__.py`) calls
+`define_flags(<its algorithm config>)` at import time and, in `main`,
+`config_from_flags(algorithm)`: one typed `settings.NeuroevolutionConfig` (env
+protocol, network, evaluator, run, Ray, algorithm, layer plan), which it runs
+as `run_loop.run(<algorithm>.build(config))`. Library code never reads FLAGS.
 """
 
 from absl import app

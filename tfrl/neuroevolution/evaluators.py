@@ -157,7 +157,7 @@ class LocalEvaluator(Evaluator):
     self.builder = builder
     self.network = pipelined.network
     self.env = pipelined.env
-    self.normalizer = None        # e.g. a vbn.VirtualBatchNorm, applied after loads
+    self.normalizer = None        # e.g. ES's VirtualBatchNorm, applied after loads
     self.last_statistics = None   # what `normalizer.apply` returned for the last load
     self._rows: Dict[genome_lib.Genome, int] = {}
     self._build_lock = threading.Lock()

@@ -1,7 +1,9 @@
 """GA, ES and random search in the run skeleton (`tfrl.run_loop`): a step is one generation.
 
-    summary = run_loop.run(build(config))   # a NeuroevolutionConfig, as the entry points do
-    history = run(search, RunConfig(logdir=...), observation_spec)   # a search already built
+Each algorithm's `build(config)` (`tfrl.ga`, `tfrl.es`, `tfrl.random_search`)
+is `build(config, its search class)` here, and its entry point runs it:
+
+    summary = run_loop.run(ga.build(config))   # a NeuroevolutionConfig
 
     for each generation (until `generations`, `max_frames` or `target_score`):
       metrics = algorithm.step()          # evaluate, select / update
@@ -30,7 +32,7 @@ generation's step is marked in a trace as "generation" with its number.
 import dataclasses
 import os
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Type
 
 import tensorflow as tf
 
@@ -38,14 +40,13 @@ from tfrl import profiling
 from tfrl import resume
 from tfrl import run_loop
 from tfrl.neuroevolution import checkpoint
-from tfrl.neuroevolution import es
 from tfrl.neuroevolution import evaluation
 from tfrl.neuroevolution import evaluators
-from tfrl.neuroevolution import ga
 from tfrl.neuroevolution import heads
 from tfrl.neuroevolution import noise as noise_lib
 from tfrl.neuroevolution import population_net
 from tfrl.neuroevolution import ray_evaluator
+from tfrl.neuroevolution import search as search_lib
 from tfrl.neuroevolution import settings as settings_lib
 from tfrl.neuroevolution import single_network
 from tfrl.neuroevolution import timing
@@ -112,15 +113,14 @@ def export_elite(algorithm, export_dir: str, observation_spec: tf.TensorSpec,
 
 
 class Generations(run_loop.Algorithm):
-  """A GA / ES / random-search object (`step`, `state`, `restore`, `elite_params`,
-  `generation`, `frames`, `elite_score`, `evaluator`) as a `run_loop.Algorithm`.
+  """A GA, ES or random search (a `search.Search`) as a `run_loop.Algorithm`.
 
-  `history` collects each generation's metrics; `close` (e.g. the evaluator's)
+  `history` collects each generation's metrics; `close` (the evaluator's)
   runs when the run ends.
   """
 
-  def __init__(self, search, config: RunConfig, observation_spec: tf.TensorSpec,
-               print_fn: Callable[[str], None] = print,
+  def __init__(self, search: search_lib.Search, config: RunConfig,
+               observation_spec: tf.TensorSpec, print_fn: Callable[[str], None] = print,
                close: Optional[Callable[[], None]] = None):
     self.search = search
     self.config = config
@@ -241,15 +241,6 @@ def _job(config: RunConfig, make: Callable[[], Generations]) -> run_loop.Job:
       export=config.export, export_every=run_loop.Every(steps=config.export_every)))
 
 
-def run(search, config: RunConfig, observation_spec: tf.TensorSpec,
-        print_fn: Callable[[str], None] = print) -> List[Dict[str, float]]:
-  """`run_loop.run` of a search already built (its evaluator at hand, as in
-  tests); the list of per-generation metrics."""
-  generations = Generations(search, config, observation_spec, print_fn)
-  run_loop.run(_job(config, lambda: generations))
-  return generations.history
-
-
 # -- A run of a NeuroevolutionConfig, as the entry points make it ------------
 
 
@@ -307,13 +298,20 @@ def setup(config: settings_lib.NeuroevolutionConfig, log=print) -> Setup:
   return Setup(spec, layout, table, evaluator, observation_spec)
 
 
-def build_search(config: settings_lib.NeuroevolutionConfig, log=print):
-  """(setup, search): the run's evaluator and its GA, ES or random search (by
-  `config.algorithm`), as `build` makes them; the evaluator is closed if the
-  search cannot be made."""
+def _check_algorithm(config: settings_lib.NeuroevolutionConfig,
+                     search_cls: Type[search_lib.Search]) -> None:
+  if not isinstance(config.algorithm, search_cls.config_type):
+    raise ValueError(f"{search_cls.__name__} runs a {search_cls.config_type.__name__}, "
+                     f"got {type(config.algorithm).__name__}.")
+
+
+def build_search(config: settings_lib.NeuroevolutionConfig,
+                 search_cls: Type[search_lib.Search], log=print):
+  """(setup, search): the run's evaluator and its `search_cls` (GeneticAlgorithm,
+  EvolutionStrategy) of `config.algorithm`, as `build` makes them; the
+  evaluator is closed if the search cannot be made."""
+  _check_algorithm(config, search_cls)
   parts = setup(config, log)
-  search_cls = es.EvolutionStrategy if isinstance(config.algorithm, es.ESConfig) else (
-      ga.GeneticAlgorithm)
   try:
     return parts, search_cls(config.algorithm, parts.layout, parts.table, parts.evaluator)
   except BaseException:
@@ -333,17 +331,20 @@ def run_config(config: settings_lib.NeuroevolutionConfig) -> RunConfig:
       env_protocol=config.env, profile_generation=run_settings.profile_generation)
 
 
-def _print_now(line: str) -> None:
+def print_now(line: str) -> None:
+  """A console line, flushed at once (the default `print_fn` of `build`)."""
   print(line, flush=True)
 
 
-def build(config: settings_lib.NeuroevolutionConfig,
-          print_fn: Callable[[str], None] = _print_now) -> run_loop.Job:
-  """A GA, ES or random-search run of `config` for `run_loop.run`."""
+def build(config: settings_lib.NeuroevolutionConfig, search_cls: Type[search_lib.Search],
+          print_fn: Callable[[str], None] = print_now) -> run_loop.Job:
+  """A run of `config` by `search_cls` for `run_loop.run` (each algorithm's
+  `build(config)` names its class)."""
+  _check_algorithm(config, search_cls)
   run_settings = run_config(config)
 
   def make() -> Generations:
-    parts, search = build_search(config, log=print_fn)
+    parts, search = build_search(config, search_cls, log=print_fn)
     print_fn(f"[{search.name}] {parts.layout.describe()} | population "
              f"{config.algorithm.population} | {parts.evaluator.describe()} | "
              f"{'incremental' if parts.spec.incremental else 'full'} inference")

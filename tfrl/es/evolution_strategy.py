@@ -10,17 +10,17 @@ gradient estimate is
 and Adam ascends it with L2 weight decay (theta <- theta + Adam(g - l2 theta)).
 The centre is evaluated on `center_episodes` episodes and is the elite.
 
-Optional virtual batch norm (`ESConfig.vbn`, see `vbn.py`): a reference batch
-of observations from random play is collected once, before the first
-generation (and kept in the checkpoint); every evaluated network, each
+Optional virtual batch norm (`ESConfig.vbn`, see `virtual_batch_norm.py`): a
+reference batch of observations from random play is collected once, before the
+first generation (and kept in the checkpoint); every evaluated network, each
 perturbation and the centre, is normalized by its own statistics on that
 batch. The exported elite is the centre with its statistics baked in.
 
-Optional observation normalization (`--obs_norm`, `normalization.py`): the
-perturbations and the centre of a generation play with the statistics fixed
-at its start; a fraction of the perturbations' episodes update them after the
-centre's evaluation. The exported elite is the centre with the statistics it
-was scored with.
+Optional observation normalization (`--obs_norm`,
+`tfrl/neuroevolution/normalization.py`): the perturbations and the centre of a
+generation play with the statistics fixed at its start; a fraction of the
+perturbations' episodes update them after the centre's evaluation. The
+exported elite is the centre with the statistics it was scored with.
 """
 
 import dataclasses
@@ -30,12 +30,12 @@ from typing import Dict, Optional
 import numpy as np
 
 from tfrl import flagconfig
+from tfrl.es import virtual_batch_norm as vbn_lib
 from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import genome as genome_lib
-from tfrl.neuroevolution import normalization
+from tfrl.neuroevolution import search
 from tfrl.neuroevolution import settings
 from tfrl.neuroevolution import timing
-from tfrl.neuroevolution import vbn as vbn_lib
 from tfrl.neuroevolution.metrics import generation_metrics
 from tfrl.neuroevolution.metrics import rankable
 
@@ -121,44 +121,30 @@ class ESConfig(settings.SearchConfig):
       raise ValueError(f"ESConfig.vbn must be a VBNConfig or None, got {self.vbn!r}.")
 
 
-class EvolutionStrategy:
-  """OpenAI-ES; same interface as `GeneticAlgorithm` (step / state / restore).
+class EvolutionStrategy(search.Search):
+  """OpenAI-ES over an `evaluators.Evaluator` (`search.Search`).
 
-  `layout` and `elite_params()` describe the exported elite: the genome layout
-  and the centre; with VBN a `vbn.NormalizedLayout` and the centre followed by
-  its statistics; with observation normalization a
-  `normalization.NormalizedInputLayout` and the centre followed by the
-  observations' mean and std. `genome_layout` is the searched genome.
+  With VBN, `layout` is a `virtual_batch_norm.NormalizedLayout` and `elite_params()` the
+  centre followed by its statistics; else the centre (with observation
+  normalization, followed by the observations' mean and std).
   """
 
   name = "es"
+  config_type = ESConfig
 
   def __init__(self, config: ESConfig, layout, table, evaluator: evaluators.Evaluator):
-    if evaluator.capacity < config.population:
-      raise ValueError(f"evaluator capacity {evaluator.capacity} < population "
-                       f"{config.population}.")
     if config.vbn is not None and config.normalization.enabled:
       raise ValueError("virtual batch norm normalizes raw observations: not with --obs_norm.")
     if config.vbn is not None and not isinstance(evaluator, evaluators.LocalEvaluator):
       raise ValueError("virtual batch norm needs the local evaluator (it is not "
                        "supported on Ray workers yet).")
-    self.config = config
-    self.genome_layout = layout
-    self.normalizer = None
-    if config.normalization.enabled:
-      self.normalizer = normalization.Normalizer(config.normalization,
-                                                 layout.observation_shape)
-    self.layout = vbn_lib.NormalizedLayout(layout) if config.vbn else (
-        self.normalizer.export_layout(layout) if self.normalizer else layout)
-    self.table = table
-    self.evaluator = evaluator
+    super().__init__(config, layout, table, evaluator)
+    if config.vbn is not None:
+      self.layout = vbn_lib.NormalizedLayout(layout)
     rng = np.random.default_rng([config.seed, 0, 0])
     init = int(table.sample_offsets(rng, layout.dim, 1)[0])
     self.theta = (layout.init_scale * table.get(init, layout.dim)).astype(np.float32)
     self.adam = Adam(layout.dim, config.learning_rate)
-    self.generation = 0
-    self.frames = 0
-    self.elite_score = -np.inf
     self.vbn: Optional[vbn_lib.VirtualBatchNorm] = None  # built on the first step
     self._elite_stats: Optional[np.ndarray] = None
 
@@ -177,10 +163,6 @@ class EvolutionStrategy:
                                         self.config.vbn)
     self.evaluator.normalizer = self.vbn
 
-  def _seeds(self, phase: int, count: int, episodes: int) -> np.ndarray:
-    return evaluators.episode_seeds(self.config.seed, self.generation, phase, count,
-                                    episodes)
-
   def step(self) -> Dict[str, float]:
     cfg = self.config
     start = time.time()
@@ -196,12 +178,8 @@ class EvolutionStrategy:
                for o in offsets for sign in (1.0, -1.0)]
     self.evaluator.set_center(self.theta)
     seeds = self._seeds(PERTURBATION_PHASE, cfg.population, cfg.episodes_per_eval)
-    observe = {}
-    if self.normalizer is not None:
-      self.normalizer.begin(self.evaluator)
-      observe = {"observe": self.normalizer.observe(seeds)}
     res = breakdown.evaluate("eval", self.evaluator, genomes, cfg.episodes_per_eval, seeds,
-                             **observe)
+                             **self._observing(seeds))
     fitness = res.fitness
     shaped = centered_ranks(fitness) if cfg.fitness_shaping else worst_for_nan(fitness)
     grad = estimate_gradient(noise, shaped[0::2], shaped[1::2], cfg.sigma)
@@ -239,44 +217,22 @@ class EvolutionStrategy:
       return None
     return self.evaluator.last_statistics[0]
 
-  def state(self):
+  def _own_state(self):
     arrays = {"theta": self.theta, "adam_m": self.adam.m, "adam_v": self.adam.v}
     if self.vbn is not None:
       arrays["vbn_reference"] = self.vbn.reference
-    if self.normalizer is not None:
-      arrays.update(self.normalizer.arrays())
-    return ({
-        "algorithm": self.name,
-        "generation": self.generation,
-        "frames": self.frames,
-        "config": dataclasses.asdict(self.config),
-        "noise_seed": self.table.seed,
-        "noise_size": self.table.size,
-        "param_dim": self.genome_layout.dim,
-        "adam_t": self.adam.t,
-        "elite_score": self.elite_score,
-        "virtual_batch_norm": self.vbn is not None,
-        "observation_normalization": (self.normalizer.config.identity()
-                                      if self.normalizer else None),
-    }, arrays)
+    return {"adam_t": self.adam.t, "virtual_batch_norm": self.vbn is not None}, arrays
 
-  def restore(self, state: dict, arrays) -> None:
-    if state.get("algorithm") != self.name:
-      raise ValueError(f"checkpoint is for {state.get('algorithm')!r}, not {self.name!r}.")
+  def _restore_own(self, state: dict, arrays) -> None:
     dim = self.genome_layout.dim
-    if state["param_dim"] != dim or arrays["theta"].shape != (dim,):
-      raise ValueError(f"checkpoint parameter dimension {state['param_dim']} does not "
+    if arrays["theta"].shape != (dim,):
+      raise ValueError(f"checkpoint parameter dimension {arrays['theta'].shape} does not "
                        f"match the network's {dim}.")
     saved_vbn = "vbn_reference" in arrays
     if saved_vbn != (self.config.vbn is not None):
       raise ValueError(
           f"checkpoint was trained {'with' if saved_vbn else 'without'} virtual batch "
           f"norm; resume it {'with' if saved_vbn else 'without'} --virtual_batch_norm.")
-    normalization.check_resume(state.get("observation_normalization"), self.normalizer,
-                               arrays)
-    self.generation = int(state["generation"])
-    self.frames = int(state["frames"])
-    self.elite_score = float(state["elite_score"])
     self.theta = arrays["theta"].astype(np.float32)
     self.adam.m = arrays["adam_m"].astype(np.float32)
     self.adam.v = arrays["adam_v"].astype(np.float32)

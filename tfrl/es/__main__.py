@@ -8,16 +8,14 @@
 from absl import flags
 
 from tfrl import cli
+from tfrl import es
 from tfrl import flagconfig
 from tfrl import run_loop
 from tfrl.neuroevolution import cli as ne_cli
-from tfrl.neuroevolution import es
-from tfrl.neuroevolution import runner
-from tfrl.neuroevolution import vbn
 
 FLAGS = flags.FLAGS
 ne_cli.define_flags(es.ESConfig)
-flagconfig.define(vbn.VBNConfig, prefix="vbn_")
+flagconfig.define(es.VBNConfig, prefix="vbn_")
 # A switch rather than a setting: it turns VBNConfig (the --vbn_* flags) on.
 flags.DEFINE_boolean("virtual_batch_norm", False,
                      "Virtual batch norm (Salimans et al. 2017): normalize every hidden "
@@ -26,14 +24,14 @@ flags.DEFINE_boolean("virtual_batch_norm", False,
 
 
 def config_from_flags(fv: flags.FlagValues = FLAGS) -> ne_cli.NeuroevolutionConfig:
-  vbn_config = (flagconfig.build(vbn.VBNConfig, prefix="vbn_", fv=fv)
+  vbn_config = (flagconfig.build(es.VBNConfig, prefix="vbn_", fv=fv)
                 if fv.virtual_batch_norm else None)
   return ne_cli.config_from_flags(flagconfig.build(es.ESConfig, fv=fv, vbn=vbn_config), fv)
 
 
 def main(argv):
   ne_cli.check_argv(argv)
-  run_loop.run(runner.build(config_from_flags()), flags_text=FLAGS.flags_into_string())
+  run_loop.run(es.build(config_from_flags()), flags_text=FLAGS.flags_into_string())
 
 
 if __name__ == "__main__":

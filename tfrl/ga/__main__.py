@@ -8,10 +8,9 @@ from absl import flags
 
 from tfrl import cli
 from tfrl import flagconfig
+from tfrl import ga
 from tfrl import run_loop
 from tfrl.neuroevolution import cli as ne_cli
-from tfrl.neuroevolution import ga
-from tfrl.neuroevolution import runner
 
 FLAGS = flags.FLAGS
 ne_cli.define_flags(ga.GAConfig)
@@ -23,7 +22,7 @@ def config_from_flags(fv: flags.FlagValues = FLAGS) -> ne_cli.NeuroevolutionConf
 
 def main(argv):
   ne_cli.check_argv(argv)
-  run_loop.run(runner.build(config_from_flags()), flags_text=FLAGS.flags_into_string())
+  run_loop.run(ga.build(config_from_flags()), flags_text=FLAGS.flags_into_string())
 
 
 if __name__ == "__main__":

@@ -24,11 +24,12 @@ Random search (`random_search=True`, "the GA with no selection") draws a fresh
 random population every generation and keeps the best re-evaluated
 individual ever seen as the elite.
 
-With observation normalization (`--obs_norm`, `normalization.py`) every call
-of a generation, the elite candidates' re-evaluation included, plays with the
-statistics fixed at its start; a fraction of step 1's episodes update them
-afterwards. The elite (always among the candidates) is thus scored, and
-exported, with the statistics of the generation that last scored it.
+With observation normalization (`--obs_norm`,
+`tfrl/neuroevolution/normalization.py`) every call of a generation, the elite
+candidates' re-evaluation included, plays with the statistics fixed at its
+start; a fraction of step 1's episodes update them afterwards. The elite
+(always among the candidates) is thus scored, and exported, with the
+statistics of the generation that last scored it.
 """
 
 import dataclasses
@@ -40,7 +41,7 @@ import numpy as np
 from tfrl import flagconfig
 from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import genome as genome_lib
-from tfrl.neuroevolution import normalization
+from tfrl.neuroevolution import search
 from tfrl.neuroevolution import settings
 from tfrl.neuroevolution import timing
 from tfrl.neuroevolution.metrics import generation_metrics
@@ -106,37 +107,17 @@ class GAConfig(settings.SearchConfig):
     return cls(**values)
 
 
-class GeneticAlgorithm:
-  """The GA over an `evaluators.Evaluator`.
-
-  Usage:
-    ga = GeneticAlgorithm(config, layout, table, evaluator)
-    for _ in range(generations):
-      metrics = ga.step()
-  """
+class GeneticAlgorithm(search.Search):
+  """The GA (and random search) over an `evaluators.Evaluator` (`search.Search`)."""
 
   name = "ga"
+  config_type = GAConfig
 
   def __init__(self, config: GAConfig, layout, table, evaluator: evaluators.Evaluator):
-    if evaluator.capacity < config.population:
-      raise ValueError(f"evaluator capacity {evaluator.capacity} < population "
-                       f"{config.population}.")
-    self.config = config
+    super().__init__(config, layout, table, evaluator)
     self.name = "random_search" if config.random_search else "ga"
-    self.genome_layout = layout
-    self.normalizer = None
-    if config.normalization.enabled:
-      self.normalizer = normalization.Normalizer(config.normalization,
-                                                 layout.observation_shape)
-    # What the exported elite is: the genome, with its normalization if any.
-    self.layout = self.normalizer.export_layout(layout) if self.normalizer else layout
-    self.table = table
-    self.evaluator = evaluator
-    self.generation = 0
-    self.frames = 0
     self.population: Optional[List[genome_lib.Genome]] = None
     self.elite: Optional[genome_lib.Genome] = None
-    self.elite_score = -np.inf
     # Each individual's expected episode length (env steps), or None.
     self._expected_steps: Optional[np.ndarray] = None
     # The population's result, when it played with the last elite candidates.
@@ -221,12 +202,8 @@ class GeneticAlgorithm:
   def _evaluate_population(self, breakdown, pop):
     cfg = self.config
     seeds = self._seeds(POPULATION_PHASE, len(pop), cfg.episodes_per_eval)
-    observe = {}
-    if self.normalizer is not None:
-      self.normalizer.begin(self.evaluator)
-      observe = {"observe": self.normalizer.observe(seeds)}
     return breakdown.evaluate("eval", self.evaluator, pop, cfg.episodes_per_eval, seeds,
-                              expected_steps=self._expected_steps, **observe)
+                              expected_steps=self._expected_steps, **self._observing(seeds))
 
   def _children(self, pop, order, res):
     """The next population (GA: [None] + children, the elite comes first) and
@@ -265,10 +242,6 @@ class GeneticAlgorithm:
         [elite_next, next_res])
     return elite_res
 
-  def _seeds(self, phase: int, count: int, episodes: int) -> np.ndarray:
-    return evaluators.episode_seeds(self.config.seed, self.generation, phase, count,
-                                    episodes)
-
   def elite_params(self) -> np.ndarray:
     if self.elite is None:
       raise ValueError("no elite yet: run at least one generation.")
@@ -277,40 +250,16 @@ class GeneticAlgorithm:
     params = builder.build(self.elite, cache=False)
     return self.normalizer.export_params(params) if self.normalizer else params
 
-  def state(self):
-    norm = self.normalizer
+  def _own_state(self):
     return {
-        "algorithm": self.name,
-        "generation": self.generation,
-        "frames": self.frames,
-        "config": dataclasses.asdict(self.config),
-        "noise_seed": self.table.seed,
-        "noise_size": self.table.size,
-        "param_dim": self.genome_layout.dim,
         "population": [g.to_json() for g in self.population],
         "elite": self.elite.to_json() if self.elite is not None else None,
-        "elite_score": self.elite_score,
-        "observation_normalization": norm.config.identity() if norm else None,
-    }, norm.arrays() if norm else None
+    }, {}
 
-  def restore(self, state: dict, arrays=None) -> None:
-    if state.get("algorithm") != self.name:
-      raise ValueError(f"checkpoint is for {state.get('algorithm')!r}, not {self.name!r}.")
-    dim = self.genome_layout.dim
-    if (state["noise_seed"], state["noise_size"], state["param_dim"]) != (
-        self.table.seed, self.table.size, dim):
-      raise ValueError(
-          "checkpoint noise table / network do not match this run: "
-          f"(seed, size, D) = {(state['noise_seed'], state['noise_size'], state['param_dim'])}"
-          f" vs {(self.table.seed, self.table.size, dim)}.")
-    normalization.check_resume(state.get("observation_normalization"), self.normalizer,
-                               arrays)
-    self.generation = int(state["generation"])
-    self.frames = int(state["frames"])
+  def _restore_own(self, state: dict, arrays) -> None:
+    del arrays  # the GA's state is all JSON
     self.population = [genome_lib.Genome.from_json(g) for g in state["population"]]
     self.elite = (genome_lib.Genome.from_json(state["elite"])
                   if state["elite"] is not None else None)
-    self.elite_score = float(state["elite_score"])
     self._expected_steps = None
     self._played = None
-
