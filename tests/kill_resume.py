@@ -3,10 +3,10 @@
   python tests/kill_resume.py --kills_per_algorithm=20 \
       --output=benchmarks/results/kill_resume_<machine>.json
 
-For each algorithm of --algorithms (GA3C, GA, ES, random search, TD3, and an
-ES with observation normalization on HalfCheetah-v5, `es_mujoco`), in a fresh
-temporary logdir, on small CartPole / Pendulum / HalfCheetah settings with
-short checkpoint intervals (`ALGORITHMS`):
+For each algorithm of --algorithms (GA3C, GA with observation normalization,
+ES, random search, TD3, and an ES with observation normalization on
+HalfCheetah-v5, `es_mujoco`), in a fresh temporary logdir, on small CartPole /
+Pendulum / HalfCheetah settings with short checkpoint intervals (`ALGORITHMS`):
 
   1. start a run; once it prints its first progress line, wait a time drawn
      uniformly from [0, window] (the window spans several checkpoint
@@ -125,8 +125,11 @@ ALGORITHMS: Dict[str, Algorithm] = {
         resumed=r"Resumed from (?P<path>\S+) at frame (?P<count>\d+), episode",
         window=3 * GA3C_CHECKPOINT_EVERY, interval=GA3C_CHECKPOINT_EVERY,
         deterministic=False),
+    # With observation normalization: its statistics are part of what a
+    # resume must restore.
     "ga": _ne("ga", "tfrl.ga", ("--hidden=8", "--truncation=3", "--mutation_power=0.1",
-                                "--elite_candidates=2", "--elite_episodes=2")),
+                                "--elite_candidates=2", "--elite_episodes=2", "--obs_norm",
+                                "--obs_norm_fraction=0.5")),
     "es": _ne("es", "tfrl.es", ("--hidden=", "--sigma=0.1", "--learning_rate=0.1",
                                 "--center_episodes=2")),
     "random_search": _ne("random_search", "tfrl.random_search",
