@@ -2,29 +2,62 @@
 elite played under both protocols (as the evaluation reports say), the chart,
 and --append's refusals."""
 
+import contextlib
 import csv
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 from absl.testing import absltest
+import pytest
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _TINY = ("population=4,truncation=2,elite_candidates=1,elite_episodes=1,num_envs=4,"
          "slot_groups=1,max_episode_frames=400")
+# Seconds all the test's commands share: they end (a late one killed with its
+# process group) before the test's own timeout, which leaves _CLEANUP seconds
+# for the temporary folder's removal.
+_BUDGET = 600.0  # the test takes ~80 s alone on a 2-core VM
+_CLEANUP = 60.0
 
 
-def _run(*args):
-  return subprocess.run([sys.executable, "benchmarks/preset_seeds.py", *args], cwd=_ROOT,
-                        capture_output=True, text=True, timeout=900)
+def _command(args, deadline):
+  """`python ARGS` from the repository root, in a process group of its own,
+  until `deadline` (time.monotonic()): its CompletedProcess. Whatever of the
+  group is left when it ends, or at the deadline, is killed."""
+  proc = subprocess.Popen([sys.executable, *args], cwd=_ROOT, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, start_new_session=True)
+  try:
+    stdout, stderr = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
+  except subprocess.TimeoutExpired:
+    os.killpg(proc.pid, signal.SIGKILL)
+    stdout, stderr = proc.communicate()
+    raise AssertionError(f"{args} (or a process holding its output) still ran at the "
+                         f"test's deadline (its commands share {_BUDGET:g} s); its stderr "
+                         f"ends:\n{stderr[-3000:]}") from None
+  finally:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+      os.killpg(proc.pid, signal.SIGKILL)
+    if proc.poll() is None:
+      proc.kill()
+      proc.wait()
+  return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
 class PresetSeedsTest(absltest.TestCase):
 
+  @pytest.mark.timeout(_BUDGET + _CLEANUP)
   def test_runs_a_seed_evaluates_both_protocols_and_refuses_a_second_time(self):
+    deadline = time.monotonic() + _BUDGET
+
+    def _run(*args):
+      return _command(["benchmarks/preset_seeds.py", *args], deadline)
+
     with tempfile.TemporaryDirectory() as tmp:
       output = os.path.join(tmp, "seeds.json")
       args = ["--preset=ga_frostbite_small", "--max_frames=5000", "--episodes=1",
@@ -78,11 +111,10 @@ class PresetSeedsTest(absltest.TestCase):
 
       # A seed stopped short in an earlier sitting is resumed, to the same curve.
       resumed_dir = os.path.join(tmp, "resumed")
-      partial = subprocess.run(
-          [sys.executable, "-m", "tfrl.ga", "--preset=ga_frostbite_small", "--seed=0",
-           "--max_frames=1", *[f"--{f}" for f in _TINY.split(",")],
-           f"--logdir={os.path.join(resumed_dir, 'ga_frostbite_small_s0')}"],
-          cwd=_ROOT, capture_output=True, text=True, timeout=900)
+      partial = _command(
+          ["-m", "tfrl.ga", "--preset=ga_frostbite_small", "--seed=0", "--max_frames=1",
+           *[f"--{f}" for f in _TINY.split(",")],
+           f"--logdir={os.path.join(resumed_dir, 'ga_frostbite_small_s0')}"], deadline)
       self.assertEqual(partial.returncode, 0, partial.stderr[-3000:])
       resumed_output = os.path.join(tmp, "resumed.json")
       done = _run(*[a for a in args if not a.startswith(("--workdir", "--output"))],
