@@ -23,6 +23,7 @@ import os
 import re
 import subprocess
 import sys
+import sysconfig
 import tomllib
 
 from absl.testing import absltest
@@ -90,10 +91,15 @@ def disagreements(requirements: dict, pins: dict) -> list:
   return problems
 
 
+# The venv's own folders: what pip installed there, not the vendored
+# distributions that setuptools and Ray put on sys.path once imported.
+SITE = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+
+
 def installed_versions() -> dict:
-  """{canonical name: Version} of the distributions this interpreter sees."""
+  """{canonical name: Version} of the distributions installed in this venv."""
   return {canonicalize_name(d.metadata["Name"]): Version(d.version)
-          for d in importlib.metadata.distributions()}
+          for d in importlib.metadata.distributions(path=SITE)}
 
 
 class LockTest(absltest.TestCase):

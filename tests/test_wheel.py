@@ -29,6 +29,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 import zipfile
@@ -62,6 +63,10 @@ print(json.dumps({"modules": names, "failed": failed}))
 _MAKE_ENV = ("from tfrl.envs import EnvProtocol, make_env; "
              "print(type(make_env(EnvProtocol(env='HalfCheetah-v5'), 1)).__name__)")
 
+
+# The venv's own folders: setuptools and Ray put vendored copies of
+# distributions (packaging, psutil, ...) on sys.path once imported.
+_SITE = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
 
 # The whole test's time, under pytest's 900 s timeout (setup.cfg) so that a
 # hung step fails here and the test's cleanup runs; a bound that only catches
@@ -114,7 +119,10 @@ def installed_closure(requirements, missing_ok=False):
       continue
     extras.setdefault(name, set()).update(requirement.extras)
     try:
-      dist = importlib.metadata.distribution(name)
+      found = list(importlib.metadata.distributions(name=name, path=_SITE))
+      if not found:
+        raise importlib.metadata.PackageNotFoundError(name)
+      dist = found[0]
     except importlib.metadata.PackageNotFoundError:
       if missing_ok:
         continue
@@ -161,7 +169,7 @@ def declared_packages(folder, names):
   as google/) is a folder of links to their files only."""
   owners = collections.defaultdict(set)  # top-level entry -> distributions
   files = collections.defaultdict(list)  # top-level entry -> [(source, relative path)]
-  for dist in importlib.metadata.distributions():
+  for dist in importlib.metadata.distributions(path=_SITE):
     name = canonicalize_name(dist.metadata["Name"])
     for path in dist.files or ():
       if path.parts[0] != "..":  # scripts in bin/ and the like
@@ -245,6 +253,9 @@ class WheelTest(absltest.TestCase):
     python = os.path.join(venv, "bin", "python")
     site = _run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                 deadline).stdout.strip()
+    # The venv's own setuptools (venv installs one) would shadow the lock's,
+    # which a user's install with an index would put in its place.
+    _run([python, "-m", "pip", "uninstall", "-y", "setuptools"], deadline)
     declared = installed_closure(wheel_requirements(wheel, (_EXTRA,)))
     self.assertIn("mujoco", declared)
     for undeclared in ("tfrl", "pytest", "ray", "opencv-python-headless"):
