@@ -55,8 +55,9 @@ def test_plays_every_episode_in_gymnasium_without_tfrl(policy, tmp_path):
     (["--sticky=0,1.5"], "--sticky takes probabilities in [0, 1]"),
     (["--sticky=often"], "--sticky takes probabilities in [0, 1]"),
 ])
-def test_bad_settings_are_one_line_errors(policy, args, message):
-  out = _run([_SCRIPT, f"--policy={policy}", *args], timeout=120)
+def test_bad_settings_are_one_line_errors(tmp_path, args, message):
+  # Checked before the policy is read: no run needed.
+  out = _run([_SCRIPT, f"--policy={tmp_path}", *args], timeout=120)
   assert out.returncode != 0
   assert message in out.stderr
 
