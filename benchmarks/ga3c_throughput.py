@@ -11,7 +11,6 @@ layout; frames counted after a warm-up. Frames are emulator frames (env
 steps x frame skip). Prints a table and writes JSON.
 """
 
-import dataclasses
 import json
 import os
 import platform
@@ -87,15 +86,13 @@ def training_fps(game, agents, envs_per_agent, seconds, warmup, precision):
     time.sleep(seconds)
     marks["end"] = (time.time(), system.counter_values())
 
-  def make():
-    """The run's system, measured from a thread of its own."""
-    system = job.make()
+  def watch(system):
+    """Measures the run's system from a thread of its own."""
     meter = threading.Thread(target=measure, args=(system,), daemon=True)
     meter.start()
     made.update(system=system, meter=meter)
-    return system
 
-  run_loop.run(dataclasses.replace(job, make=make))
+  run_loop.run(job.then(watch))
   system = made["system"]
   made["meter"].join(5)
   (t0, c0), (t1, c1) = marks["start"], marks.get("end", (time.time(),

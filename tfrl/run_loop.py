@@ -255,6 +255,16 @@ class Job:
   store: CheckpointStore
   options: RunOptions
 
+  def then(self, made: Callable[[Algorithm], None]) -> "Job":
+    """This job, calling `made(algorithm)` once `make` has made it, before its
+    restore and first step (for a caller that watches the run: a test, a
+    benchmark's meter)."""
+    def make() -> Algorithm:
+      algorithm = self.make()
+      made(algorithm)
+      return algorithm
+    return dataclasses.replace(self, make=make)
+
 
 class Run:
   """The phases of `run`, for a caller that looks in between (e.g. a test that

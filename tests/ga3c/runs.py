@@ -10,7 +10,6 @@ the system. The system the run builds is kept for the test to look at.
     summary = run.stop()                      # asks it to stop; its final save done
 """
 
-import dataclasses
 import threading
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -21,14 +20,7 @@ from tfrl.ga3c import system as system_lib
 def job(config, built: Callable[[system_lib.GA3C], None]) -> run_loop.Job:
   """`system.build(config)`, handing the system to `built` once the skeleton built it
   (before its first step)."""
-  plain = system_lib.build(config)
-
-  def make():
-    system = plain.make()
-    built(system)
-    return system
-
-  return dataclasses.replace(plain, make=make)
+  return system_lib.build(config).then(built)
 
 
 def run(config) -> Tuple[system_lib.GA3C, Dict[str, Any]]:

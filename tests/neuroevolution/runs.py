@@ -9,7 +9,6 @@ The evaluator is closed when the run ends, as in the entry points: a test
 that compares two runs runs both.
 """
 
-import dataclasses
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from tfrl import run_loop
@@ -43,12 +42,10 @@ def run(job: run_loop.Job, made: Optional[Callable[[runner.Generations], None]] 
   a resume restores it and its first generation)."""
   kept = []
 
-  def make() -> runner.Generations:
-    generations = job.make()
+  def keep(generations: runner.Generations) -> None:
     kept.append(generations)
     if made is not None:
       made(generations)
-    return generations
 
-  summary = run_loop.run(dataclasses.replace(job, make=make))
+  summary = run_loop.run(job.then(keep))
   return summary, kept[0]
