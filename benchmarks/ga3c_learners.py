@@ -5,9 +5,12 @@
 
 Runs `python -m tfrl.ga3c --preset=P --seed=S` for each seed, one after the
 other, in `--workdir/<preset>_s<seed>` (resumed if that folder holds a
-checkpoint), stopping each at `--max_frames` or at `--stop_score`; a linear
+checkpoint), stopping each at `--max_frames`, at `--stop_score` or after
+`--minutes` of wall clock (Ctrl-C: its final checkpoint and policy); a linear
 learning-rate schedule keeps the preset's horizon (`--lr_decay_frames=` the
-preset's `--max_frames`), so stopping early does not speed its decay. Then reads
+preset's `--max_frames`), so stopping early does not speed its decay.
+`--preset=none` runs GA3C's own defaults with `--extra` only: the bare
+`python -m tfrl.ga3c --game=PongNoFrameskip-v4`. Then reads
 each run's rolling score (over the preset's score window) from its TensorBoard
 events and records the frames and seconds at which it first reached
 `--target`, its last score, the policy lag the learner logged, and the
@@ -23,6 +26,7 @@ the anchors' frame counts marked. `--append` adds seeds to an existing JSON.
 
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -37,7 +41,9 @@ from tfrl import presets  # pylint: disable=wrong-import-position
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-flags.DEFINE_string("preset", "ga3c_pong", "GA3C preset to run.")
+flags.DEFINE_string("preset", "ga3c_pong", "GA3C preset to run; 'none' runs `python -m "
+                    "tfrl.ga3c` with GA3C's defaults and --extra only (e.g. "
+                    "--extra=--game=PongNoFrameskip-v4, the bare command).")
 flags.DEFINE_list("seeds", ["0"], "Seeds, run one after the other.")
 flags.DEFINE_integer("max_frames", 15_000_000, "Frames per run.")
 flags.DEFINE_float("target", 18.0, "The score whose first crossing is recorded.")
@@ -47,12 +53,17 @@ flags.DEFINE_string("output", "", "JSON to write (and a .png chart beside it).")
 flags.DEFINE_integer("eval_episodes", 30, "Episodes of each exported policy's evaluation "
                      "(0: none).")
 flags.DEFINE_list("extra", [], "More flags for every run, e.g. --extra=--loss=vtrace.")
+flags.DEFINE_float("minutes", None, "Stop each run (Ctrl-C: final checkpoint and policy) "
+                   "after this many minutes of wall clock, if it has not stopped before.")
 flags.DEFINE_bool("append", False, "Add seeds to an existing --output.")
 flags.DEFINE_bool("run", True, "Run (or resume) each seed; --norun only reads the runs "
                   "already in --workdir (e.g. stopped early).")
 
 # Published frame counts to 18 on Pong (docs/ga3c.md, "Anchors").
 ANCHORS = {"RLlib APPO (about 10M)": 10e6, "RLlib IMPALA (18.9M)": 18.9e6}
+
+
+BARE = "none"  # --preset=none: GA3C's own defaults
 
 
 def _load_average() -> List[float]:
@@ -69,8 +80,9 @@ def preset_max_frames(preset: str) -> int:
 def run_command(preset: str, seed: int, logdir: str, resume: bool) -> List[str]:
   """One seed's training command: stops at --max_frames (or --stop_score) with the
   preset's learning-rate horizon; --extra comes last, so it can change either."""
-  horizon = preset_max_frames(preset)
-  command = [sys.executable, "-m", "tfrl.ga3c", f"--preset={preset}", f"--seed={seed}",
+  horizon = preset_max_frames(preset) if preset != BARE else 0
+  command = [sys.executable, "-m", "tfrl.ga3c",
+             *([f"--preset={preset}"] if preset != BARE else []), f"--seed={seed}",
              f"--max_frames={flags.FLAGS.max_frames}", f"--logdir={logdir}",
              *([f"--lr_decay_frames={horizon}"] if horizon else []),
              *(["--resume"] if resume else []), *flags.FLAGS.extra]
@@ -83,10 +95,21 @@ def _run(preset: str, seed: int, logdir: str) -> Dict:
   resume = os.path.exists(os.path.join(logdir, "checkpoints", "checkpoint"))
   command = run_command(preset, seed, logdir, resume)
   before = _load_average()
-  result = subprocess.run(command, cwd=_ROOT, check=False)
+  process = subprocess.Popen(command, cwd=_ROOT)  # pylint: disable=consider-using-with
+  interrupted = False
+  try:
+    process.wait(timeout=None if flags.FLAGS.minutes is None else flags.FLAGS.minutes * 60)
+  except subprocess.TimeoutExpired:
+    interrupted = True
+    process.send_signal(signal.SIGINT)  # the run writes its final checkpoint and policy
+    try:
+      process.wait(timeout=300)
+    except subprocess.TimeoutExpired:
+      process.kill()
+      process.wait()
   return {"command": " ".join(command[1:]), "resumed": resume,
-          "returncode": result.returncode, "load_before": before,
-          "load_after": _load_average()}
+          "returncode": process.returncode, "stopped_by_minutes": interrupted,
+          "load_before": before, "load_after": _load_average()}
 
 
 def _first_crossing(curve, target: float) -> Dict[str, Optional[float]]:
