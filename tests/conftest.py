@@ -47,5 +47,25 @@ def pytest_collection_modifyitems(config, items):
   del config
   items[:] = [item for item in items if item.name != "test_session"]
   for item in items:
-    if os.path.relpath(str(item.path), _ROOT) in SERIAL_FILES:
-      item.add_marker(pytest.mark.xdist_group("serial"))
+    group = shared_setup_group(item)
+    if group:
+      item.add_marker(pytest.mark.xdist_group(group))
+
+
+def shared_setup_group(item) -> str:
+  """The xdist group `item` must run in, or "" for any worker: the serial files'
+  one; else, so that an expensive shared setup runs once and not on both workers,
+  its file when it uses a module-scoped fixture and its class when that class has
+  a setUpClass."""
+  path = os.path.relpath(str(item.path), _ROOT)
+  if path in SERIAL_FILES:
+    return "serial"
+  definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+  if any(d.scope == "module" for defs in definitions.values() for d in defs
+         if d.baseid.startswith(path.replace(os.sep, "/"))):
+    return path
+  cls = getattr(item, "cls", None)
+  if cls is not None and any("setUpClass" in vars(c) for c in cls.__mro__
+                             if c.__module__.startswith("tests") or c is cls):
+    return f"{path}::{cls.__name__}"
+  return ""

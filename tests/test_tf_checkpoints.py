@@ -174,7 +174,10 @@ class RunCheckpointsTest(tf.test.TestCase):
         saver.save(saved, 7, {"algorithm": "test"})
         print("saved", flush=True)
     """)
-    env = dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL="3")
+    # No bytecode written while importing: its renames would each cost a run
+    # killed before the save.
+    env = dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL="3",
+               PYTHONDONTWRITEBYTECODE="1")
     kills = 0
     for n in range(1, 40):
       shutil.rmtree(os.path.dirname(self.directory), ignore_errors=True)
