@@ -37,3 +37,15 @@ def settings(config) -> dict:
           "update_every": config.update_every, "updates_per_env_step": 1,
           "replay_size": config.replay_size, "policy_delay": config.policy_delay,
           "dense_layer_plan": repr(config.layer_plan)}
+
+
+def pruning_settings(preset: str) -> dict:
+  """What a peer's TD3 with pruning must match of `preset`, as the entry point
+  builds it: the env, the default layer's pruning schedule and the TD3 sizes."""
+  config = td3_config(preset, [])
+  spec = config.layer_plan.default
+  return {"env": config.protocol.env, "target_sparsity": spec.target_sparsity,
+          "pruning_begin": spec.begin_step, "pruning_end": spec.end_step,
+          "pruning_frequency": spec.frequency, "learning_starts": config.start_steps,
+          "batch_size": config.batch_size,
+          "hidden": ",".join(str(h) for h in config.hidden_sizes)}
