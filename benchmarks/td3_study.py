@@ -1,7 +1,7 @@
 """TD3 presets over seeds at their full budget: eval return, compression, curves.
 
   python benchmarks/td3_study.py --presets=td3_halfcheetah,td3_halfcheetah_pruning,\\
-td3_halfcheetah_gst_b64_dst_inputs_c80 --seeds=0,1,2 --parallel=2 \\
+td3_halfcheetah_gst_fixed_b64_dst_inputs_c80 --seeds=0,1,2 --parallel=2 \\
       --workdir=/tmp/tfrl_td3_study --output=benchmarks/results/td3_study_halfcheetah.json
 
 Each preset and seed is one run as a user starts it (`python -m tfrl.td3

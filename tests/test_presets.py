@@ -108,11 +108,12 @@ class PresetTest(absltest.TestCase):
     self.assertLen(set(logdirs), len(logdirs), logdirs)
 
   def test_gst_presets_are_compressed_from_the_start(self):
-    # GST's circulant layers hold its compression from step 0; dense holds none.
+    # GST's circulant layers hold its compression from step 0 (dual mode at b=8: 87.5%
+    # of the 256x256 layers, about 80% of the whole); dense holds none.
     for path, info in self.results["td3"].items():
       with self.subTest(path=path):
         if info["dense_layer"] == "gst":
-          self.assertGreater(info["compression"], 0.85)
+          self.assertGreater(info["compression"], 0.75)
         elif info["dense_layer"] == "dense":
           self.assertEqual(info["compression"], 0.0)
 
@@ -223,10 +224,10 @@ class PresetFlagTest(absltest.TestCase):
     self.assertEqual((out.returncode, out.stdout), (0, "5 CartPole-v1\n"), out.stderr)
 
   def test_a_preset_that_includes_presets_runs_from_any_folder(self):
-    # td3_halfcheetah_gst_b32 starts from td3_halfcheetah_gst, which starts
+    # td3_halfcheetah_gst_fixed_b32 starts from td3_halfcheetah_gst_fixed_b16, which starts
     # from td3_halfcheetah; absl alone would look for them under ./flags.
     out = subprocess.run(
-        [sys.executable, "-m", "tfrl.td3", "--preset=td3_halfcheetah_gst_b32",
+        [sys.executable, "-m", "tfrl.td3", "--preset=td3_halfcheetah_gst_fixed_b32",
          "--only_check_args"], env=dict(os.environ, PYTHONPATH=_ROOT),
         cwd=self._tempdir(), capture_output=True, text=True, timeout=300)
     self.assertEqual(out.returncode, 0, out.stderr[-2000:])

@@ -132,10 +132,12 @@ class LayerVariantTest(tf.test.TestCase):
 
 
   def test_gst_controller_prunes_reward_aware_layers_and_resumes(self):
-    # GST on a 4 -> 32 -> 32 -> heads MLP: the 32x32 layer is circulant, the
+    # GST on a 4 -> 32 -> 32 -> heads MLP: the 32x32 layer is dual-mode, the
     # input layer and the heads are pruned to the controller's sparsity, which
-    # it raises while CartPole's score holds up (every score does at first).
+    # it raises while CartPole's score holds up (every score does at first), to
+    # 0.6: below the 32x32 layer's circulant ratio (0.875), so it stays circulant.
     from tfrl.layers import RewardAwareConfig, gst  # pylint: disable=import-outside-toplevel
+    from tfrl.layers.dual_mode import DualModeDense  # pylint: disable=import-outside-toplevel
     logdir = self.get_temp_dir()
     plan = LayerPlan(default=LayerSpec(kind="gst", block_size=8, gst_min_dim=32,
                                        target_sparsity=0.9, begin_step=0, end_step=10**6,
@@ -145,13 +147,17 @@ class LayerVariantTest(tf.test.TestCase):
     config = _cartpole_config(logdir, max_frames=3000, layer_plan=plan, hidden_sizes=(32, 32),
                               reward_aware=reward_aware)
     system, summary = runs.run(config)
-    pruned = gst.reward_aware_layers(system.network)
-    self.assertLen(pruned, 3)   # input layer, policy and value heads.
+    governed = gst.reward_aware_layers(system.network)
+    self.assertLen(governed, 4)   # input layer, the dual-mode layer, policy and value heads.
     self.assertGreater(summary["train_steps"], 20)
     self.assertAllClose(float(system.controller.sparsity), 0.6)
-    for layer in pruned:
+    for layer in governed:
       self.assertAllClose(float(layer.sparsity_target), 0.6)
-      self.assertAllClose(float(layer.sparsity()), 0.6, atol=0.05)
+      if isinstance(layer, DualModeDense):
+        self.assertTrue(bool(layer.circulant_mode.numpy()))
+        self.assertAllClose(float(layer.kernel_stats()[1]), 32 * 32 / 8)
+      else:
+        self.assertAllClose(float(layer.sparsity()), 0.6, atol=0.05)
     # The controller is part of the checkpoint.
     again, _ = _restored(dataclasses.replace(config, resume=True))
     self.assertAllClose(float(again.controller.sparsity), 0.6)

@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from tfrl import layers as tl
 from tfrl import networks
+from tfrl.layers.dual_mode import DualModeDense
 
 
 class RewardAwareControllerTest(tf.test.TestCase, parameterized.TestCase):
@@ -82,13 +83,17 @@ class RewardAwareControllerTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(c.decide(), "backoff")
 
   def test_update_drives_reward_aware_layers(self):
-    spec = tl.LayerSpec(kind="gst", gst_min_dim=32, begin_step=0, end_step=100, frequency=1)
+    spec = tl.LayerSpec(kind="gst", gst_mode="fixed", gst_min_dim=32, begin_step=0,
+                        end_step=100, frequency=1)
+    dual = networks.MLPTorso([64, 64], spec.replace(gst_mode="dual"))
+    dual(tf.zeros([1, 8]))
+    self.assertIsInstance(dual.hidden[1].inner, DualModeDense)          # 64 -> 64, dual mode
     net = networks.MLPTorso([64, 64], spec)
     head = tl.make_dense(2, spec, name="head")
     x = tf.random.normal([4, 8])
     head(net(x))
     self.assertIsInstance(net.hidden[0].inner, tl.PrunedDense)         # 8 -> 64
-    self.assertIsInstance(net.hidden[1].inner, tl.BlockCirculantDense)  # 64 -> 64
+    self.assertIsInstance(net.hidden[1].inner, tl.BlockCirculantDense)  # 64 -> 64, fixed
     self.assertIsInstance(head.inner, tl.PrunedDense)                  # 64 -> 2
     c = tl.RewardAwareController(tl.RewardAwareConfig(window=1, step_up=0.5, max_sparsity=0.5))
     c.record_return(1.0)

@@ -59,8 +59,8 @@ class TD3Test(tf.test.TestCase, parameterized.TestCase):
     self.assertNotEmpty(tf.io.gfile.glob(os.path.join(logdir, "events.out.tfevents*")))
 
   def test_gst_resume_and_compressed_export(self):
-    spec = tl.LayerSpec(kind="gst", block_size=8, gst_min_dim=32, target_sparsity=0.8,
-                        frequency=100, begin_step=0, end_step=10_000)
+    spec = tl.LayerSpec(kind="gst", gst_mode="fixed", block_size=8, gst_min_dim=32,
+                        target_sparsity=0.8, frequency=100, begin_step=0, end_step=10_000)
     reward_config = tl.RewardAwareConfig(window=1, max_sparsity=0.8, step_up=0.2)
     common = dict(start_steps=200, update_every=50, checkpoint_every=200,
                   **dict(_SMALL, hidden_sizes=(32, 32), batch_size=32))
@@ -84,6 +84,37 @@ class TD3Test(tf.test.TestCase, parameterized.TestCase):
     live = _load_serving(os.path.join(logdir, "policy"))(obs=obs)["action"]
     packed = _load_serving(os.path.join(logdir, "policy_compressed"))(obs=obs)["action"]
     self.assertAllClose(live, packed, atol=1e-5)
+
+  def test_dual_mode_gst_switches_after_a_resume_and_exports(self):
+    # Hidden 32x32 layers block-circulant (b=8, ratio 0.875) until the controller's
+    # target reaches 0.875: it raises by 0.45 at each decision (huge tolerance),
+    # one per Pendulum episode (200 steps) from the first phase after it.
+    spec = tl.LayerSpec(kind="gst", block_size=8, gst_min_dim=32, target_sparsity=0.9,
+                        frequency=50, begin_step=0, end_step=10_000)
+    reward_config = tl.RewardAwareConfig(window=1, max_sparsity=0.9, step_up=0.45,
+                                         tolerance=1e6, backoff=1e6)
+    common = dict(start_steps=200, update_every=50, checkpoint_every=300,
+                  **dict(_SMALL, hidden_sizes=(32, 32), batch_size=32))
+    logdir = self.get_temp_dir() + "/dual"
+    first = _train(TD3Config(total_steps=300, **common), spec, reward_config, logdir=logdir,
+                   export=False)
+    # One decision so far (0.45): still circulant.
+    self.assertAllClose(first["layers"]["actor/dense_1"]["compression_ratio"], 0.875)
+    resumed = _train(TD3Config(total_steps=900, **common), spec, reward_config, logdir=logdir,
+                     resume=True)
+    self.assertEqual(resumed["env_steps"], 900)
+    # After the resume the target passed 0.875 (0.9): every hidden layer switched and
+    # is pruned to it, as are the input and output layers.
+    for name in ("actor/dense_1", "critic_1/dense_1", "critic_2/dense_1", "actor/dense_0",
+                 "critic_1/out"):
+      self.assertAllClose(resumed["layers"][name]["compression_ratio"], 0.9, atol=0.02,
+                          msg=name)
+    self.assertGreater(resumed["average_compression_ratio"], 0.5)
+    obs = tf.random.normal([16, 3])
+    live = _load_serving(os.path.join(logdir, "policy"))(obs=obs)["action"]
+    packed = _load_serving(os.path.join(logdir, "policy_compressed"))(obs=obs)["action"]
+    self.assertAllClose(live, packed, atol=1e-5)
+    self.assertLess(resumed["policy_compressed_bytes"], resumed["policy_bytes"])
 
   def test_target_networks_use_online_masks(self):
     config = TD3Config(hidden_sizes=(16, 16), batch_size=8, policy_delay=1)

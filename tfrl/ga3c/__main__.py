@@ -14,6 +14,7 @@ from tfrl import cli
 from tfrl import flagconfig
 from tfrl import run_loop
 from tfrl.ga3c.config import GA3CConfig
+from tfrl.layers import distribution
 from tfrl.layers import flags as layer_flags
 
 flagconfig.define(GA3CConfig)
@@ -23,9 +24,11 @@ layer_flags.define_layer_flags()
 def config_from_flags(fv: flags.FlagValues = flags.FLAGS) -> GA3CConfig:
   """The GA3CConfig of the flags (the layer flags give its layer plan)."""
   try:
+    plan = layer_flags.layer_plan_from_flags(fv)
+    distribution.require_uniform(plan, "GA3C")
     return flagconfig.build(
         GA3CConfig, fv=fv,
-        layer_plan=layer_flags.layer_plan_from_flags(fv),
+        layer_plan=plan,
         reward_aware=layer_flags.reward_aware_config_from_flags(fv))
   except ValueError as e:
     raise app.UsageError(str(e))

@@ -48,6 +48,15 @@ class LayerFlags:
       choices=tuple(spec_lib.REGROW))
   gst_min_dim: int = flagconfig.field(
       64, "GST rule: dense layers with fan-in and fan-out >= this are circulant.")
+  gst_mode: str = flagconfig.field(
+      "dual", "GST's large layers: dual (block-circulant until the reward-aware target "
+      "sparsity reaches their circulant ratio, then pruned by it) or fixed (block-circulant "
+      "for the whole run).", choices=tuple(spec_lib.GST_MODES))
+  sparsity_distribution: str = flagconfig.field(
+      "uniform", "How a network's --target_sparsity (or the reward-aware target) is spread "
+      "over its pruned layers: uniform (each the same) or erk (Erdos-Renyi-Kernel: small "
+      "layers denser; TD3).",
+      choices=tuple(spec_lib.DISTRIBUTIONS))
   layer_plan: str = flagconfig.field(
       "", "Per-layer overrides: name=kind[:key=value...];... (names may be globs), "
       "e.g. 'actor/dense_1=circulant:block_size=16;critic*/out=dense'.")
@@ -73,11 +82,12 @@ class LayerFlags:
         schedule=self.pruning_schedule, nm=_parse_nm(self.nm), begin_step=self.pruning_begin,
         end_step=self.pruning_end, frequency=self.pruning_frequency,
         initial_sparsity=self.pruning_initial_sparsity, drop_fraction=self.dst_drop_fraction,
-        regrow=self.dst_regrow, gst_min_dim=self.gst_min_dim)
+        regrow=self.dst_regrow, gst_min_dim=self.gst_min_dim, gst_mode=self.gst_mode)
 
   def plan(self) -> spec_lib.LayerPlan:
     """The LayerPlan: the default spec, with the `layer_plan` overrides."""
-    return spec_lib.LayerPlan.parse(self.layer_plan, default=self.spec())
+    return spec_lib.LayerPlan.parse(self.layer_plan, default=self.spec(),
+                                    distribution=self.sparsity_distribution)
 
   def reward_aware(self) -> gst.RewardAwareConfig:
     """The reward-aware controller's thresholds (bounded by the pruning flags)."""
@@ -86,7 +96,8 @@ class LayerFlags:
         min_sparsity=min(self.gst_min_sparsity, self.pruning_initial_sparsity),
         max_sparsity=self.target_sparsity, window=self.gst_window,
         tolerance=self.gst_tolerance, backoff=self.gst_backoff, step_up=self.gst_step_up,
-        step_down=self.gst_step_down, reward_scale=self.gst_reward_scale)
+        step_down=self.gst_step_down, reward_scale=self.gst_reward_scale,
+        distribution=self.sparsity_distribution)
 
 
 def define_layer_flags(flag_values: flags.FlagValues = flags.FLAGS):

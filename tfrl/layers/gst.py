@@ -1,11 +1,15 @@
 """GST (Lee et al. 2021): per-layer circulant-or-pruned plan + reward-aware pruning.
 
 Default plan rule (`LayerSpec(kind="gst")`): a dense layer whose fan-in and
-fan-out are both >= `gst_min_dim` (default 64) becomes a
-`BlockCirculantDense(block_size)`, compressed from step 0; every other
-layer (input, output and conv layers) becomes a pruned layer with the
-`reward_aware` schedule, whose target sparsity is driven by
-`RewardAwareController`. `--layer_plan` overrides the rule per layer.
+fan-out are both >= `gst_min_dim` (default 64) is compressed block-circulant
+(`block_size`) from step 0: with `gst_mode="dual"` (the default, GST's dual-mode
+compression) a `DualModeDense`, which becomes the dense kernel it represents
+and is pruned by the reward-aware target once that target reaches its
+circulant ratio (`tfrl.layers.dual_mode`); with `gst_mode="fixed"` a
+`BlockCirculantDense` for the whole run. Every other layer (input, output and
+conv layers) is a pruned layer with the `reward_aware` schedule from step 0.
+`RewardAwareController` drives the target sparsity of all of them.
+`--layer_plan` overrides the rule per layer.
 
 Reward-aware rule (`RewardAwareController.update`), applied each time the
 learner calls it (TD3 and GA3C: every `--pruning_frequency` optimizer steps
@@ -22,8 +26,9 @@ between `--pruning_begin` and `--pruning_end`, see `decision_due`):
       s <- max(s - step_down, min_sparsity);                     "backoff"
   * else: s unchanged.                                           "hold"
 The new s is written into the `sparsity_target` of every reward-aware layer
-of the given modules; each layer re-prunes to it on its next pruning step
-(backing off re-enables the smallest pruned weights, at zero).
+of the given modules (with `distribution="erk"`, spread over each module's
+layers by ERK, `tfrl.layers.distribution`); each layer re-prunes to it on its
+next pruning step (backing off re-enables the smallest pruned weights, at zero).
 """
 
 import dataclasses
@@ -35,6 +40,8 @@ import tensorflow as tf
 
 from tfrl.layers import base
 from tfrl.layers import circulant
+from tfrl.layers import distribution
+from tfrl.layers import dual_mode
 from tfrl.layers import pruned
 from tfrl.layers import spec as spec_lib
 
@@ -46,11 +53,11 @@ def chooses_circulant(spec: spec_lib.LayerSpec, fan_in: int, units: int) -> bool
 
 
 class GSTDense(base.Layer):
-  """Dense layer that picks circulant or reward-aware pruned at build time.
+  """Dense layer that picks its variant at build time.
 
-  `inner` is the chosen layer (`BlockCirculantDense` when
-  min(fan_in, units) >= spec.gst_min_dim, else `PrunedDense` with the
-  `reward_aware` schedule).
+  `inner` is the chosen layer: when min(fan_in, units) >= spec.gst_min_dim a
+  `DualModeDense` (spec.gst_mode "dual") or a `BlockCirculantDense` ("fixed"),
+  else a `PrunedDense` with the `reward_aware` schedule.
   """
 
   is_wrapper = True
@@ -68,7 +75,11 @@ class GSTDense(base.Layer):
 
   def _build(self, input_shape):
     fan_in = int(input_shape[-1])
-    if chooses_circulant(self.spec, fan_in, self.units):
+    if chooses_circulant(self.spec, fan_in, self.units) and self.spec.gst_mode == "dual":
+      self.inner = dual_mode.DualModeDense(
+          self.units, self.spec.replace(kind="pruned", schedule="reward_aware"),
+          name="dual_mode", **self._inner_kwargs)
+    elif chooses_circulant(self.spec, fan_in, self.units):
       self.inner = circulant.BlockCirculantDense(
           self.units, self.spec.block_size, method=self.spec.circulant_method, name="circulant",
           **self._inner_kwargs)
@@ -96,8 +107,12 @@ class RewardAwareConfig:
   step_up: float = 0.05
   step_down: float = 0.1
   reward_scale: float = 1.0
+  distribution: str = "uniform"
 
   def __post_init__(self):
+    if self.distribution not in spec_lib.DISTRIBUTIONS:
+      raise ValueError(f"RewardAwareConfig.distribution must be one of "
+                       f"{spec_lib.DISTRIBUTIONS}, got {self.distribution!r}.")
     for f in ("initial_sparsity", "min_sparsity", "max_sparsity"):
       if not 0.0 <= getattr(self, f) < 1.0:
         raise ValueError(f"RewardAwareConfig.{f} must be in [0, 1), got {getattr(self, f)!r}.")
@@ -184,9 +199,18 @@ class RewardAwareController(tf.Module):
     return spec.begin_step <= step <= spec.end_step
 
   def update(self, modules: Iterable[tf.Module]) -> str:
-    """`decide()`, then writes the sparsity into every reward-aware layer."""
+    """`decide()`, then writes the sparsity into every reward-aware layer: the
+    same for each (`uniform`), or spread over each module's layers by ERK so that
+    they keep (1 - s) of their weights in all (`erk`; a module is a network)."""
     decision = self.decide()
-    s = self.sparsity.numpy()
-    for layer in reward_aware_layers(modules):
-      layer.sparsity_target.assign(s)
+    s = float(self.sparsity.numpy())
+    for module in [modules] if isinstance(modules, tf.Module) else modules:
+      layers = reward_aware_layers(module)
+      if self.config.distribution == "erk" and layers:
+        targets = distribution.erk_sparsities(
+            {i: tuple(int(d) for d in layer.kernel.shape) for i, layer in enumerate(layers)}, s)
+      else:
+        targets = {i: s for i in range(len(layers))}
+      for i, layer in enumerate(layers):
+        layer.sparsity_target.assign(targets[i])
     return decision

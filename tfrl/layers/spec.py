@@ -16,6 +16,8 @@ from typing import Optional, Tuple
 KINDS = ("dense", "circulant", "pruned", "gst")
 SCHEDULES = ("constant", "polynomial", "nm", "dst", "reward_aware")
 REGROW = ("random", "gradient")
+GST_MODES = ("dual", "fixed")
+DISTRIBUTIONS = ("uniform", "erk")  # see tfrl.layers.distribution
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +51,10 @@ class LayerSpec:
     regrow: DST regrowth criterion, `random` (SET) or `gradient` (RigL; needs
       `after_update(module, grads_and_vars)`, else falls back to random).
     gst_min_dim: GST rule threshold, see `kind`.
+    gst_mode: what GST's large layers do over training: `dual` (block-circulant
+      until the reward-aware target sparsity reaches their circulant ratio,
+      then pruned by it; `tfrl.layers.dual_mode`) or `fixed` (block-circulant
+      for the whole run).
     seed: seed for random regrowth / initialisation choices.
   """
 
@@ -66,6 +72,7 @@ class LayerSpec:
   drop_fraction: float = 0.3
   regrow: str = "random"
   gst_min_dim: int = 64
+  gst_mode: str = "dual"
   seed: int = 0
 
   def __post_init__(self):
@@ -74,6 +81,8 @@ class LayerSpec:
     if self.schedule not in SCHEDULES:
       raise ValueError(
           f"LayerSpec.schedule must be one of {SCHEDULES}, got {self.schedule!r}.")
+    if self.gst_mode not in GST_MODES:
+      raise ValueError(f"LayerSpec.gst_mode must be one of {GST_MODES}, got {self.gst_mode!r}.")
     if self.regrow not in REGROW:
       raise ValueError(f"LayerSpec.regrow must be one of {REGROW}, got {self.regrow!r}.")
     if self.circulant_method not in ("fft", "matmul"):
@@ -151,13 +160,20 @@ class LayerPlan:
 
   `overrides` is a tuple of `(pattern, changes)` with `changes` a dict of
   LayerSpec field values applied on top of `default`. An exact name match
-  wins over a glob; among globs the first listed wins.
+  wins over a glob; among globs the first listed wins. `distribution` says how
+  the pruned layers' target sparsity is spread over a network (`uniform`, or
+  `erk`, which the algorithm resolves into per-layer targets with
+  `tfrl.layers.distribution.resolve`).
   """
 
   default: LayerSpec = LayerSpec()
   overrides: Tuple[Tuple[str, dict], ...] = ()
+  distribution: str = "uniform"
 
   def __post_init__(self):
+    if self.distribution not in DISTRIBUTIONS:
+      raise ValueError(f"LayerPlan.distribution must be one of {DISTRIBUTIONS}, got "
+                       f"{self.distribution!r}.")
     if not isinstance(self.default, LayerSpec):
       raise ValueError(f"LayerPlan.default must be a LayerSpec, got {type(self.default)}.")
     overrides = []
@@ -169,10 +185,12 @@ class LayerPlan:
     object.__setattr__(self, "overrides", tuple(overrides))
 
   def __hash__(self):
-    return hash((self.default, tuple((p, tuple(sorted(c.items()))) for p, c in self.overrides)))
+    return hash((self.default, tuple((p, tuple(sorted(c.items()))) for p, c in self.overrides),
+                 self.distribution))
 
   @classmethod
-  def parse(cls, text: str, default: Optional[LayerSpec] = None) -> "LayerPlan":
+  def parse(cls, text: str, default: Optional[LayerSpec] = None,
+            distribution: str = "uniform") -> "LayerPlan":
     """Parses `--layer_plan`: `name=override;name2=override2` (see parse_overrides).
 
     Example: `actor/dense_1=circulant:block_size=16;critic*/dense_0=pruned`.
@@ -186,7 +204,8 @@ class LayerPlan:
         raise ValueError(f"--layer_plan entry {entry!r} must look like name=kind[:key=value].")
       name, override = entry.split("=", 1)
       overrides.append((name.strip(), parse_overrides(override.strip())))
-    return cls(default=default or LayerSpec(), overrides=tuple(overrides))
+    return cls(default=default or LayerSpec(), overrides=tuple(overrides),
+               distribution=distribution)
 
   def spec_for(self, name: str) -> LayerSpec:
     """The LayerSpec for the layer called `name` (e.g. `actor/dense_0`)."""

@@ -11,6 +11,7 @@ from absl import app
 from absl import flags
 
 from tfrl import flagconfig
+from tfrl.layers import distribution
 from tfrl.layers import flags as layer_flags
 from tfrl.neuroevolution import settings as settings_lib
 
@@ -30,8 +31,9 @@ def config_from_flags(algorithm: settings_lib.SearchConfig,
                       fv: flags.FlagValues = flags.FLAGS) -> NeuroevolutionConfig:
   """The run's config of the flags and the entry point's algorithm config
   (ValueError, one line, for values its parts refuse)."""
-  return flagconfig.build(NeuroevolutionConfig, fv=fv, algorithm=algorithm,
-                          layer_plan=layer_flags.layer_plan_from_flags(fv))
+  plan = layer_flags.layer_plan_from_flags(fv)
+  distribution.require_uniform(plan, "neuroevolution")
+  return flagconfig.build(NeuroevolutionConfig, fv=fv, algorithm=algorithm, layer_plan=plan)
 
 
 def check_argv(argv) -> None:

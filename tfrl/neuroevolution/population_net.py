@@ -28,7 +28,8 @@ holds one length-b vector per b x b block, C[r, c] = w[(r - c) mod b], as
 `tfrl.layers.BlockCirculantDense`; D shrinks by b); `pruned` (a fixed random
 mask of `target_sparsity`, drawn from the spec seed; the genome holds only the
 kept weights); `gst` (circulant when fan-in and fan-out are >= gst_min_dim,
-else pruned). Convolutions have no circulant variant and fall back to dense.
+else pruned; a search takes no gradient steps and has no reward-aware target,
+so `gst_mode` does not apply: its large layers stay circulant). Convolutions have no circulant variant and fall back to dense.
 The genome is the flat vector of compact parameters; `expand` turns it into
 the full kernels that the op multiplies (incremental inference can read
 circulant kernels compact instead: `kernel_storage`); the layout's `heads.ActionHead`

@@ -39,6 +39,7 @@ from tfrl import run_loop
 from tfrl import tf_checkpoints
 from tfrl.envs.episodes import play_episodes
 from tfrl.envs.make import make_env
+from tfrl.layers import distribution
 from tfrl.layers import gst
 from tfrl.layers import spec as spec_lib
 from tfrl.td3 import checkpoints as checkpoints_lib
@@ -114,7 +115,6 @@ class TD3Run(run_loop.Algorithm):
 
   def __init__(self, config: config_lib.TD3Config):
     self.config = config
-    self.plan = spec_lib.as_plan(config.layer_plan)
     self.logdir = config.run.logdir
     np.random.seed(config.seed)
     tf.random.set_seed(config.seed)
@@ -122,6 +122,9 @@ class TD3Run(run_loop.Algorithm):
     self.eval_env = make_env(config.protocol, 1, config.seed)
     obs_dim = int(np.prod(self.env.observation_space.shape))
     self.low, self.high = self.env.action_space.low, self.env.action_space.high
+    self.plan = distribution.resolve(
+        spec_lib.as_plan(config.layer_plan),
+        networks.layer_shapes(obs_dim, len(self.low), config.hidden_sizes))
     self.learner = learner_lib.TD3Learner(config, obs_dim, self.low, self.high, self.plan)
     self.replay = replay_lib.ReplayBuffer(obs_dim, self.learner.action_dim, config.replay_size)
     self.uses_controller = bool(gst.reward_aware_layers(self.learner.networks))

@@ -14,6 +14,19 @@ from tfrl import layers as tl
 from tfrl.layers import spec as spec_lib
 
 
+def layer_shapes(obs_dim: int, action_dim: int, hidden_sizes: Sequence[int]) -> dict:
+  """Network name -> layer name -> (fan-in, fan-out), for the actor and both critics
+  (what `tfrl.layers.distribution.resolve` spreads a target over)."""
+  def mlp(name, fan_in, fan_out):
+    sizes = [fan_in, *hidden_sizes]
+    layers = {f"{name}/dense_{i}": (sizes[i], sizes[i + 1]) for i in range(len(hidden_sizes))}
+    layers[f"{name}/out"] = (sizes[-1], fan_out)
+    return layers
+  return {"actor": mlp("actor", obs_dim, action_dim),
+          "critic_1": mlp("critic_1", obs_dim + action_dim, 1),
+          "critic_2": mlp("critic_2", obs_dim + action_dim, 1)}
+
+
 class Actor(tf.Module):
   """obs -> relu MLP -> tanh -> scaled to the action box [low, high]."""
 

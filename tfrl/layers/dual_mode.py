@@ -1,0 +1,154 @@
+"""GST's dual-mode compression for one dense layer: block-circulant, then pruned.
+
+GST (Lee et al. 2021) uses block-circulant compression while iterative
+pruning's compression ratio is still low, and pruning with a reward-aware
+target sparsity after; its authors' chip paper (OmniDRL, 2022) calls the pair
+dual-mode compression (weight grouping and weight pruning). `DualModeDense`
+is one layer that does both:
+
+* **circulant mode** (from step 0): the kernel is block-circulant with block
+  size b (the vectors of `BlockCirculantDense`), compression 1 - 1/b. The
+  dense `kernel` variable mirrors it (`kernel = to_dense(vectors)` after every
+  update), so that a target network's Polyak average of the kernel is the
+  kernel of its averaged vectors (`to_dense` is linear; up to one update's
+  lag when the average is taken before the mirror is refreshed, as TD3's is)
+  and a target switches to a kernel it has been averaging all along.
+* **the switch** (tfrl's rule): on the first pruning step at which the
+  reward-aware target sparsity reaches the circulant compression ratio, the
+  layer becomes the dense kernel it represents (`switch_to_dense`: the same
+  outputs) and is pruned by magnitude to the target on that same step. Before
+  that point pruning the layer would store more weights than the circulant
+  form; from it on it stores no more, so the compression ratio never dips.
+* **pruned mode**: a `PrunedDense` with the `reward_aware` schedule: the
+  controller (`tfrl.layers.gst.RewardAwareController`) moves its target up
+  while the return holds and down when it drops (the smallest pruned weights
+  come back, at zero).
+
+The switch needs a maximum target sparsity at least the circulant ratio
+(`LayerSpec.target_sparsity >= 1 - 1/b`), else the layer would stay
+circulant for good; `DualModeDense` refuses such a spec.
+"""
+
+import tensorflow as tf
+
+from tfrl.layers import circulant
+from tfrl.layers import dense
+from tfrl.layers import pruned
+from tfrl.layers import schedules
+from tfrl.layers import spec as spec_lib
+
+
+class _CirculantKernel(tf.Module):
+  """A packed circulant layer's kernel: its vectors, expanded when called."""
+
+  def __init__(self, layer: circulant.BlockCirculantDense, name="circulant_kernel"):
+    super().__init__(name=name)
+    self.layer = layer
+
+  def __call__(self):
+    return self.layer.to_dense()
+
+  @property
+  def nbytes(self) -> int:
+    return 4 * int(self.layer.vectors.shape.num_elements())
+
+
+class DualModeDense(pruned.Pruning, dense.Dense):
+  """Dense layer, block-circulant until its reward-aware target sparsity reaches
+  1 - 1/b, then the equivalent dense kernel pruned by magnitude.
+
+  Args:
+    units: output size.
+    spec: the LayerSpec (its `block_size`; `schedule` must be `reward_aware`
+      and `target_sparsity` at least the circulant compression ratio).
+    activation, with_bias, kernel_scale, name: as for `Dense`.
+  """
+
+  def __init__(self, units, spec: spec_lib.LayerSpec, **kwargs):
+    super().__init__(units, **kwargs)
+    self._init_pruning(spec)
+    if spec.schedule != "reward_aware":
+      raise ValueError(f"DualModeDense: the pruned mode's schedule is reward_aware, "
+                       f"got {spec.schedule!r}.")
+
+  def _build(self, input_shape):
+    super()._build(input_shape)
+    self.circulant = circulant.BlockCirculantDense(
+        self.units, self.spec.block_size, method="matmul", with_bias=False,
+        kernel_scale=self.kernel_scale, name="circulant")
+    self.circulant(tf.zeros([1, self.input_size]))
+    ratio = self.circulant_ratio
+    if self.spec.target_sparsity < ratio:
+      raise ValueError(
+          f"DualModeDense {getattr(self, 'plan_name', self.name)}: block size "
+          f"{self.spec.block_size} compresses {self.input_size}x{self.units} by {ratio:.4f}, "
+          f"more than the largest target sparsity {self.spec.target_sparsity}, so the layer "
+          "could never switch to pruning; raise --target_sparsity to at least "
+          f"{ratio:.4f} or lower --circulant_block_size.")
+    self.circulant_mode = tf.Variable(True, trainable=False, name="circulant_mode")
+    self.kernel.assign(self.circulant.to_dense())
+    self._build_pruning()
+
+  @property
+  def circulant_ratio(self) -> float:
+    """The circulant form's compression ratio, 1 - stored / dense parameters."""
+    stored = self.circulant.vectors.shape.num_elements()
+    return 1.0 - stored / (self.input_size * self.units)
+
+  def switch_to_dense(self):
+    """Leaves circulant mode: the kernel is the circulant's, unpruned (same outputs)."""
+    self.kernel.assign(self.circulant.to_dense())
+    self.mask.assign(tf.ones_like(self.mask))
+    self.circulant_mode.assign(False)
+
+  def _prune(self, step, grad):
+    def switch():
+      self.switch_to_dense()
+      return tf.constant(True)
+
+    due = tf.logical_and(self.circulant_mode, self.sparsity_target >= self.circulant_ratio)
+    tf.cond(due, switch, lambda: tf.constant(False))
+    # In circulant mode the mask stays all ones; after the switch it follows the target.
+    sparsity = tf.where(self.circulant_mode, 0.0, self.sparsity_target)
+    self.mask.assign(schedules.magnitude_mask(self.kernel, sparsity))
+
+  def after_update(self, grads_and_vars=None):
+    super().after_update(grads_and_vars)
+    if not self._built or self._packed is not None:
+      return
+    # The mirror: in circulant mode the kernel is the vectors' (see the module doc).
+    tf.cond(self.circulant_mode,
+            lambda: self.kernel.assign(self.circulant.to_dense()).read_value(),
+            lambda: tf.identity(self.kernel))
+
+  def _kernel(self):
+    if self._packed is not None:
+      return self._packed()
+    return tf.cond(self.circulant_mode, self.circulant.to_dense,
+                   lambda: self.kernel * self.mask)
+
+  def kernel_stats(self):
+    if self._packed is not None:
+      if isinstance(self._packed, _CirculantKernel):
+        stored = float(self.circulant.vectors.shape.num_elements())
+        return self.input_size * self.units, tf.constant(stored), tf.constant(4.0 * stored)
+      return super().kernel_stats()
+    n, nnz, nbytes = super().kernel_stats()
+    stored = float(self.circulant.vectors.shape.num_elements())
+    return (n, tf.where(self.circulant_mode, stored, nnz),
+            tf.where(self.circulant_mode, 4.0 * stored, nbytes))
+
+  def pack(self):
+    """Packs the form in use: the circulant vectors, or bitmask plus non-zeros."""
+    if not self._built or self._packed is not None:
+      return
+    if bool(self.circulant_mode.numpy()):
+      self._packed = _CirculantKernel(self.circulant)
+      del self.kernel
+      del self.mask
+      del self.step
+      del self.sparsity_target
+    else:
+      super().pack()
+      del self.circulant
+    del self.circulant_mode
