@@ -10,7 +10,9 @@ preset (`--preset`, its config as `python -m tfrl.td3` builds it: target
 sparsity, pruning window and frequency, random steps first, sizes), or reads that script's JSON
 (`--sb3_json`) when it has run already; reads tfrl's run of the same preset
 and seed from a `benchmarks/td3_study.py` JSON (`--tfrl`); prints the two
-eval-return curves side by side and writes both with the provenance.
+eval-return curves side by side and writes both with the provenance. The SB3
+run checkpoints (in `<output>_sb3.json.d`) and stops cleanly on Ctrl-C: the
+same command again goes on from there, in this sitting or the next.
 """
 
 import json
@@ -71,7 +73,12 @@ def main(argv):
   command = None
   if not fv.sb3_json:
     command = sb3_command(settings, sb3_json, fv.sb3_venv, fv.seed, fv.steps)
-    subprocess.run(command, check=True)
+    returncode = subprocess.run(command, check=False).returncode
+    if returncode == 130:  # stopped with its checkpoint: the same command goes on
+      sys.exit(f"the SB3 run stopped at its checkpoint in {sb3_json}.d; run the same "
+               "command again to go on")
+    if returncode:
+      sys.exit(f"the SB3 run failed (exit {returncode}): {' '.join(command)}")
   with open(sb3_json) as f:
     sb3 = json.load(f)
   ours = tfrl_run(fv.tfrl, fv.preset, fv.seed)

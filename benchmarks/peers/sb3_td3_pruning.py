@@ -23,11 +23,19 @@ Every `--eval_every` env steps: the mean return of `--eval_episodes`
 deterministic episodes, the sparsity of all kernels; the JSON holds the curve,
 the settings, the versions and the command. Imports SB3, gymnasium, torch and
 numpy only (never tfrl).
+
+A run longer than a sitting: every `--checkpoint_every` env steps, and on
+Ctrl-C or SIGTERM (then exit 130), `--workdir` gets SB3's model and replay buffer, the
+masks and their counters, and the curve so far; the same command again goes on
+from there (not bit for bit: the random streams restart), and the JSON lists
+each sitting's steps, seconds and CPU.
 """
 
 import argparse
 import json
+import os
 import platform
+import signal
 import sys
 import time
 
@@ -48,6 +56,8 @@ def parse_args(argv):
   parser.add_argument("--eval_every", type=int, default=10_000)
   parser.add_argument("--eval_episodes", type=int, default=10)
   parser.add_argument("--torch_threads", type=int, default=1)
+  parser.add_argument("--checkpoint_every", type=int, default=50_000)
+  parser.add_argument("--workdir", default="", help="checkpoints (default: --output + .d)")
   parser.add_argument("--output", required=True)
   args = parser.parse_args(argv)
   if not 0.0 <= args.target_sparsity < 1.0:
@@ -77,8 +87,17 @@ def is_pruning_step(t, begin, end, frequency):
   return begin <= t <= end and ((t - begin) % frequency == 0 or t == end)
 
 
+def _interrupt(signum, frame):
+  del signum, frame
+  raise KeyboardInterrupt
+
+
 def main(argv):
   args = parse_args(argv)
+  # Ctrl-C and SIGTERM checkpoint and stop, also when started in the background
+  # (which starts a process with SIGINT ignored).
+  signal.signal(signal.SIGINT, _interrupt)
+  signal.signal(signal.SIGTERM, _interrupt)
   # pylint: disable=import-outside-toplevel
   import gymnasium as gym
   import numpy as np
@@ -124,6 +143,15 @@ def main(argv):
     def layer_sparsity(self):
       return {name: 1.0 - float(m.mean()) for (name, _, _), m in zip(self.pairs, self.masks)}
 
+    def state(self):
+      return {"masks": [m.clone() for m in self.masks], "updates": self.updates,
+              "prunings": self.prunings}
+
+    def load(self, state):
+      for mask, saved in zip(self.masks, state["masks"]):
+        mask.copy_(saved)
+      self.updates, self.prunings = state["updates"], state["prunings"]
+
   class PrunedTD3(TD3):
     """SB3's TD3; after each of its gradient steps the masks' `after_update`."""
 
@@ -140,13 +168,22 @@ def main(argv):
   hidden = [int(h) for h in args.hidden.split(",")]
   env = gym.make(args.env)
   n = env.action_space.shape[-1]
-  model = PrunedTD3("MlpPolicy", env, policy_kwargs={"net_arch": hidden},
-                    learning_rate=args.learning_rate, buffer_size=1_000_000,
-                    learning_starts=args.learning_starts, batch_size=args.batch_size,
-                    tau=0.005, gamma=0.99, train_freq=1, gradient_steps=1,
-                    action_noise=NormalActionNoise(np.zeros(n), 0.1 * np.ones(n)),
-                    policy_delay=2, target_policy_noise=0.2, target_noise_clip=0.5,
-                    seed=args.seed, device="cpu", verbose=0)
+  workdir = args.workdir or args.output + ".d"
+  os.makedirs(workdir, exist_ok=True)
+  saved = {name: os.path.join(workdir, name)
+           for name in ("model.zip", "replay.pkl", "masks.pt", "progress.json")}
+  resuming = all(os.path.exists(path) for path in saved.values())
+  if resuming:
+    model = PrunedTD3.load(saved["model.zip"], env=env, device="cpu")
+    model.load_replay_buffer(saved["replay.pkl"])
+  else:
+    model = PrunedTD3("MlpPolicy", env, policy_kwargs={"net_arch": hidden},
+                      learning_rate=args.learning_rate, buffer_size=1_000_000,
+                      learning_starts=args.learning_starts, batch_size=args.batch_size,
+                      tau=0.005, gamma=0.99, train_freq=1, gradient_steps=1,
+                      action_noise=NormalActionNoise(np.zeros(n), 0.1 * np.ones(n)),
+                      policy_delay=2, target_policy_noise=0.2, target_noise_clip=0.5,
+                      seed=args.seed, device="cpu", verbose=0)
   policy = model.policy
   pairs = []
   for name, online, target in (("actor", policy.actor, policy.actor_target),
@@ -155,11 +192,33 @@ def main(argv):
       pairs.append((f"{name}/{i}", a, b))
   model.masks = Masks(pairs)
   kernel_params = sum(m.numel() for m in model.masks.masks)
+  progress = {"curve": [], "train_returns": [], "sittings": []}
+  if resuming:
+    model.masks.load(torch.load(saved["masks.pt"]))
+    with open(saved["progress.json"]) as f:
+      progress = json.load(f)
+  curve, train_returns = progress["curve"], progress["train_returns"]
+  sitting = {"from_step": int(model.num_timesteps), "cpu": platform.processor() or
+             platform.machine(), "command": " ".join([sys.executable] + sys.argv)}
+  try:
+    with open("/proc/cpuinfo") as f:
+      sitting["cpu"] = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+  except (OSError, StopIteration):
+    pass
+  progress["sittings"].append(sitting)
 
   eval_env = gym.make(args.env)
-  eval_env.reset(seed=args.seed + 10_000)
-  curve = []
+  eval_env.reset(seed=args.seed + 10_000 + int(model.num_timesteps))
   started = time.time()
+  seconds_before = curve[-1]["seconds"] if curve else 0.0
+
+  def save():
+    model.save(saved["model.zip"])
+    model.save_replay_buffer(saved["replay.pkl"])
+    torch.save(model.masks.state(), saved["masks.pt"])
+    sitting.update(to_step=int(model.num_timesteps), seconds=time.time() - started)
+    with open(saved["progress.json"], "w") as f:
+      json.dump(progress, f)
 
   def evaluate():
     returns = []
@@ -174,8 +233,6 @@ def main(argv):
       returns.append(total)
     return float(np.mean(returns))
 
-  train_returns = []
-
   class Evaluate(BaseCallback):
     """The eval curve every --eval_every env steps; training episodes' returns."""
 
@@ -186,11 +243,21 @@ def main(argv):
       if self.num_timesteps % args.eval_every == 0:
         curve.append({"step": self.num_timesteps, "eval_return": evaluate(),
                       "sparsity": model.masks.sparsity(), "updates": model.masks.updates,
-                      "seconds": time.time() - started})
+                      "seconds": seconds_before + time.time() - started})
         print(json.dumps(curve[-1]), flush=True)
+      if self.num_timesteps % args.checkpoint_every == 0:
+        save()
       return True
 
-  model.learn(total_timesteps=args.steps, callback=Evaluate())
+  try:
+    model.learn(total_timesteps=args.steps - int(model.num_timesteps), callback=Evaluate(),
+                reset_num_timesteps=not resuming)
+  except KeyboardInterrupt:
+    save()
+    print(f"stopped at step {model.num_timesteps}; the same command goes on from {workdir}",
+          file=sys.stderr)
+    sys.exit(130)
+  save()
   sparsities = [point["sparsity"] for point in curve]
   result = {
       "peer": "sb3_td3_pruning", "env": args.env, "seed": args.seed, "steps": args.steps,
@@ -200,8 +267,8 @@ def main(argv):
       "train_return_last10": float(np.mean(train_returns[-10:])) if train_returns else None,
       "average_sparsity": float(np.mean(sparsities)) if sparsities else None,
       "final_layer_sparsity": model.masks.layer_sparsity(), "prunings": model.masks.prunings,
-      "minutes": (time.time() - started) / 60, "versions": versions(),
-      "command": " ".join([sys.executable] + sys.argv)}
+      "minutes": (curve[-1]["seconds"] if curve else 0.0) / 60, "versions": versions(),
+      "sittings": progress["sittings"], "command": " ".join([sys.executable] + sys.argv)}
   with open(args.output, "w") as f:
     json.dump(result, f, indent=1)
 
