@@ -13,8 +13,12 @@ cores (docs/td3.md). A run's returns against env steps do not depend on
 the machine's load; its minutes do (recorded, a figure only from a quiet
 machine).
 
-A run whose logdir already holds a finished `summary.json` (an earlier
-sitting's) is read, not run again; every run is started with `--resume`, so
+The JSON lists every sitting (each invocation that ran something): its
+commit, command, CPU and date, and per run it started the env steps it found
+and left (`from_step`, `to_step`); a run whose logdir is gone although an
+earlier sitting had taken it on (a new machine) starts afresh, and the study
+says so (`lost_steps`). A run whose logdir already holds a finished
+`summary.json` (an earlier sitting's) is read, not run again; every run is started with `--resume`, so
 one stopped with Ctrl-C goes on from its checkpoint (and a fresh one starts
 afresh). So a study longer than one sitting is the
 same command again; Ctrl-C stops the runs with their checkpoints; `--collect`
@@ -123,6 +127,32 @@ def command(preset: str, seed: int):
           # A run stopped in an earlier sitting goes on; without a checkpoint
           # --resume starts afresh (and says so).
           "--resume", *[f"--{f}" for f in _SET.value]]
+
+
+def read_sittings(path: str) -> list:
+  """The sittings an earlier invocation with this --output recorded ([] if none)."""
+  try:
+    with open(path) as f:
+      return list(json.load(f).get("sittings", []))
+  except FileNotFoundError:
+    return []
+  except (ValueError, AttributeError) as e:
+    raise app.UsageError(f"--output={path} exists but is not a study JSON ({e}); move it "
+                         "aside to start a new one.") from e
+
+
+def last_steps(sittings) -> dict:
+  """{(preset, seed): the step the latest sitting that ran it left it at}."""
+  out = {}
+  for sitting in sittings:
+    for run in sitting.get("runs", []):
+      out[(run["preset"], run["seed"])] = run.get("to_step") or 0
+  return out
+
+
+def run_steps(key) -> int:
+  """The env steps a run's logdir holds (its summary.json's), 0 if none."""
+  return int((read_summary(logdir(*key)) or {}).get("env_steps") or 0)
 
 
 def run_all(todo):
@@ -245,8 +275,22 @@ def main(argv):
     print(f"{len(earlier)} runs carried over from --earlier", flush=True)
   print(f"{len(keys) - len(todo)} runs finished earlier; "
         f"{len(todo)} {'not finished (--collect)' if _COLLECT.value else 'to run'}", flush=True)
+  sittings = read_sittings(_OUTPUT.value)
+  before = {k: run_steps(k) for k in todo}
+  reached = last_steps(sittings)
+  for key in todo:
+    if before[key] == 0 and reached.get(key, 0) > 0:
+      print(f"  {key[0]} seed {key[1]}: an earlier sitting took it to step {reached[key]:,}, "
+            "but its logdir is gone (another machine?); it starts afresh", flush=True)
   ended = {} if _COLLECT.value else run_all(todo)
-  record = {"provenance": provenance.provenance(), "presets": _PRESETS.value,
+  if not _COLLECT.value:
+    sittings.append(dict(provenance.provenance(), runs=[
+        {"preset": k[0], "seed": k[1], "from_step": before[k], "to_step": run_steps(k),
+         "how": ended[k].how if k in ended else None,
+         **({"lost_steps": reached[k]} if before[k] == 0 and reached.get(k, 0) else {})}
+        for k in todo]))
+  record = {"provenance": provenance.provenance(), "sittings": sittings,
+            "presets": _PRESETS.value,
             "seeds": seeds, "set": _SET.value, "parallel": _PARALLEL.value,
             "tf_threads": _TF_THREADS.value, "collect_only": _COLLECT.value,
             "earlier": _EARLIER.value,

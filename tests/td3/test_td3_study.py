@@ -106,7 +106,29 @@ class TD3StudyTest(absltest.TestCase):
       self.assertEqual(again.returncode, 0, again.stderr[-3000:])
       self.assertIn("2 runs finished earlier; 0 to run", again.stdout)
       with open(output) as f:
-        self.assertEqual([r["eval_return"] for r in json.load(f)["runs"]], returns)
+        record = json.load(f)
+      self.assertEqual([r["eval_return"] for r in record["runs"]], returns)
+      # Both sittings are named (--collect runs nothing and adds none): the first
+      # took both runs from 0 to 600 steps, the second found nothing to run.
+      first_sitting, second_sitting = record["sittings"]
+      self.assertEqual([(r["seed"], r["from_step"], r["to_step"])
+                        for r in first_sitting["runs"]], [(0, 0, 600), (1, 0, 600)])
+      self.assertIn("cpu_model", first_sitting)
+      self.assertIn("benchmarks/td3_study.py", first_sitting["command"])
+      self.assertEqual(second_sitting["runs"], [])
+
+      # A run an earlier sitting took on whose logdir is gone starts afresh, and
+      # the study says so.
+      record["sittings"][0]["runs"].append({"preset": "td3_pendulum", "seed": 2,
+                                            "from_step": 0, "to_step": 300})
+      lost_output = os.path.join(tmp, "lost.json")
+      with open(lost_output, "w") as f:
+        json.dump(record, f)
+      lost = self._run(*[a for a in args if not a.startswith(("--seeds", "--output"))],
+                       "--seeds=2", f"--output={lost_output}", "--collect")
+      self.assertEqual(lost.returncode, 0, lost.stderr[-3000:])
+      self.assertIn("td3_pendulum seed 2: an earlier sitting took it to step 300, but its "
+                    "logdir is gone (another machine?); it starts afresh", lost.stdout)
 
       # A new workdir with the first sitting's JSON as --earlier: its two
       # runs are carried over as recorded (curves and all), only seed 2 is left.
