@@ -39,6 +39,8 @@ import signal
 import sys
 import time
 
+from sb3_td3 import versions  # the same venv's versions, as the TD3 race records them
+
 
 def parse_args(argv):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -65,17 +67,6 @@ def parse_args(argv):
   if args.pruning_frequency < 1 or args.pruning_end <= args.pruning_begin:
     parser.error("--pruning_frequency must be >= 1 and --pruning_end > --pruning_begin")
   return args
-
-
-def versions():
-  from importlib import metadata  # pylint: disable=import-outside-toplevel
-  out = {"python": platform.python_version()}
-  for name in ("stable-baselines3", "gymnasium", "mujoco", "torch", "numpy"):
-    try:
-      out[name] = metadata.version(name)
-    except metadata.PackageNotFoundError:
-      out[name] = None
-  return out
 
 
 def cubic_sparsity(t, begin, end, final):

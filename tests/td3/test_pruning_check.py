@@ -26,6 +26,7 @@ class PruningCheckTest(tf.test.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     sys.path.insert(0, os.path.join(_ROOT, "benchmarks"))
+    sys.path.insert(0, os.path.join(_ROOT, "benchmarks", "peers"))  # the peer script's own
     cls.preset = _load("benchmarks/td3_preset.py", "td3_preset")
     cls.peer = _load("benchmarks/peers/sb3_td3_pruning.py", "sb3_td3_pruning")
 
