@@ -40,6 +40,7 @@ against env steps is drawn from the curves the JSON records.
 
 import json
 import os
+import signal
 import sys
 import time
 
@@ -253,6 +254,9 @@ def chart(record, path: str) -> list:
 
 def main(argv):
   del argv
+  # Ctrl-C stops the runs with their checkpoints, also for a study started in
+  # the background (which starts a process with SIGINT ignored).
+  signal.signal(signal.SIGINT, signal.default_int_handler)
   if not _PRESETS.value or not _SEEDS.value or _PARALLEL.value < 1 or _TF_THREADS.value < 0:
     raise app.UsageError("--presets (TD3 presets), --seeds, --parallel >= 1 and "
                          "--tf_threads >= 0 are needed.")
