@@ -66,16 +66,16 @@ def resolve(plan: spec_lib.LayerPlan,
       raise ValueError(f"--sparsity_distribution={plan.distribution} spreads one target over a "
                        f"network; its pruned layers ask for {sorted(averages)}.")
     for name, sparsity in erk_sparsities(pruned, averages.pop()).items():
-      overrides.append((name, {"target_sparsity": sparsity, **_changes(plan, name)}))
+      overrides.append((name, {"target_sparsity": sparsity,
+                               **_changes(specs[name], plan.default)}))
   return spec_lib.LayerPlan(default=plan.default, overrides=tuple(overrides) + plan.overrides,
                             distribution="uniform")
 
 
-def _changes(plan: spec_lib.LayerPlan, name: str) -> dict:
-  """The override changes that apply to `name` (its exact entry, else its first glob)."""
-  spec = plan.spec_for(name)
+def _changes(spec: spec_lib.LayerSpec, default: spec_lib.LayerSpec) -> dict:
+  """How a layer's spec differs from the plan's default (but for its target)."""
   return {f: getattr(spec, f) for f in spec_lib.LayerSpec.__dataclass_fields__
-          if getattr(spec, f) != getattr(plan.default, f) and f != "target_sparsity"}
+          if getattr(spec, f) != getattr(default, f) and f != "target_sparsity"}
 
 
 def require_uniform(plan: spec_lib.LayerPlan, algorithm: str):

@@ -48,10 +48,6 @@ class _CirculantKernel(tf.Module):
   def __call__(self):
     return self.layer.to_dense()
 
-  @property
-  def nbytes(self) -> int:
-    return 4 * int(self.layer.vectors.shape.num_elements())
-
 
 class DualModeDense(pruned.Pruning, dense.Dense):
   """Dense layer, block-circulant until its reward-aware target sparsity reaches
