@@ -97,6 +97,7 @@ class ConformanceTest(tf.test.TestCase, parameterized.TestCase):
       grads = tape.gradient(loss, layer.trainable_variables)
       for g, v in zip(grads, layer.trainable_variables):
         v.assign_sub(0.01 * g)
+      tl.after_apply(layer)
       tl.after_update(layer)
       return loss
 

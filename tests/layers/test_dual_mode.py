@@ -71,11 +71,16 @@ class DualModeDenseTest(tf.test.TestCase):
     self.assertEqual(stored[5], round(n * 0.4))
     self.assertFalse(bool(layer.circulant_mode.numpy()))
 
-  def test_the_kernel_mirrors_the_vectors_while_circulant(self):
+  def test_the_kernel_follows_the_vectors_after_each_optimizer_step(self):
     layer = _layer()
     layer.circulant.vectors.assign_add(tf.random.normal(layer.circulant.vectors.shape))
-    layer.after_update()
-    self.assertAllClose(layer.kernel, _circulant_matrix(layer), atol=1e-6)
+    tl.after_apply(layer)
+    self.assertAllClose(layer.kernel, _circulant_matrix(layer), atol=0)
+    layer.switch_to_dense()
+    kernel = layer.kernel.numpy()
+    layer.circulant.vectors.assign_add(tf.ones(layer.circulant.vectors.shape))
+    tl.after_apply(layer)  # pruned mode: the kernel is trained itself
+    self.assertAllEqual(layer.kernel, kernel)
 
   def test_gradients_reach_the_form_in_use(self):
     layer = _layer()
@@ -89,7 +94,14 @@ class DualModeDenseTest(tf.test.TestCase):
 
     kernel_grad, vectors_grad = grads()
     self.assertAllEqual(kernel_grad, tf.zeros_like(layer.kernel))
-    self.assertGreater(float(tf.norm(vectors_grad)), 0.0)
+    # The vectors' gradient is that of the circulant layer they define.
+    reference = tl.BlockCirculantDense(32, 8, method="fft", activation="relu")
+    reference(x)
+    reference.vectors.assign(layer.circulant.vectors)
+    reference.bias.assign(layer.bias)
+    with tf.GradientTape() as tape:
+      loss = tf.reduce_sum(reference(x))
+    self.assertAllClose(vectors_grad, tape.gradient(loss, reference.vectors), atol=1e-5)
     layer.switch_to_dense()
     kernel_grad, vectors_grad = grads()
     self.assertGreater(float(tf.norm(kernel_grad)), 0.0)
@@ -159,6 +171,47 @@ class DualModeGSTTest(tf.test.TestCase):
       self.assertGreater(float(hidden.sparsity_target), 0.85)  # the large layer sparser
       self.assertEqual(float(network.out.inner.sparsity_target), 0.0)  # the output dense
 
+  def test_updates_match_those_of_the_circulant_layers_while_circulant(self):
+    # The fixed plan's circulant layers expand their vectors at every forward
+    # pass; the dual-mode layers read a kernel refreshed after each optimizer
+    # step. The same weights and batches must give the same networks, the
+    # actor step included (it reads critic 1 right after the critics' step).
+    dual = self._learner()
+    spec = tl.LayerSpec(kind="gst", block_size=8, gst_min_dim=32, target_sparsity=0.9,
+                        begin_step=0, end_step=10_000, frequency=1, gst_mode="fixed",
+                        circulant_method="matmul")
+    fixed = TD3Learner(TD3Config(hidden_sizes=(32, 32), batch_size=8, policy_delay=1),
+                       3, [-1.0], [1.0], spec)
+    for net_a, net_b in zip(dual.networks + [dual.target_actor, dual.target_critic_1,
+                                              dual.target_critic_2],
+                            fixed.networks + [fixed.target_actor, fixed.target_critic_1,
+                                              fixed.target_critic_2]):
+      layers_a = [l for l in tl.layers_of(net_a) if not isinstance(l, tl.BlockCirculantDense)]
+      layers_b = tl.layers_of(net_b)
+      self.assertEqual([type(l).__name__ for l in layers_b],
+                       ["PrunedDense", "BlockCirculantDense", "PrunedDense"])
+      for a, b in zip(layers_a, layers_b, strict=True):
+        if isinstance(a, dual_mode.DualModeDense):
+          b.vectors.assign(a.circulant.vectors)
+        else:
+          b.kernel.assign(a.kernel)
+        b.bias.assign(a.bias)
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+      batch = (rng.standard_normal([2, 8, 3]), rng.uniform(-1, 1, [2, 8, 1]),
+               rng.standard_normal([2, 8]), rng.standard_normal([2, 8, 3]), np.ones([2, 8]),
+               rng.standard_normal([2, 8, 1]))
+      batch = [tf.constant(a, tf.float32) for a in batch]
+      dual.update(*batch)
+      fixed.update(*batch)
+    obs = tf.constant(rng.standard_normal([6, 3]), tf.float32)
+    act = tf.constant(rng.uniform(-1, 1, [6, 1]), tf.float32)
+    self.assertAllClose(dual.actor(obs), fixed.actor(obs), atol=1e-5)
+    self.assertAllClose(dual.target_actor(obs), fixed.target_actor(obs), atol=1e-5)
+    self.assertAllClose(dual.critic_1(obs, act), fixed.critic_1(obs, act), atol=1e-5)
+    self.assertAllClose(dual.target_critic_2(obs, act), fixed.target_critic_2(obs, act),
+                        atol=1e-5)
+
   def test_targets_switch_to_the_kernel_they_averaged(self):
     learner = self._learner()
     rng = np.random.default_rng(0)
@@ -171,8 +224,8 @@ class DualModeGSTTest(tf.test.TestCase):
     before = learner.target_actor(obs).numpy()
     target_layer = learner.target_actor.hidden[1].inner
     self.assertTrue(bool(target_layer.circulant_mode.numpy()))
-    # The target's kernel is its own vectors' (up to the one-update lag of the mirror).
-    self.assertAllClose(target_layer.kernel, target_layer.circulant.to_dense(), atol=1e-4)
+    # The target's kernel is exactly its own vectors' (the average of copies).
+    self.assertAllEqual(target_layer.kernel, target_layer.circulant.to_dense())
     for layer in gst.reward_aware_layers(learner.networks):
       layer.sparsity_target.assign(0.875)  # the switch, with pruning to 0.875
     learner.update(*batch)

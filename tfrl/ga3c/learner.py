@@ -202,6 +202,7 @@ class Learner(tf.Module):
   def _step(self, batch) -> Dict[str, tf.Tensor]:
     """One gradient step on `batch`, then the pruning hook."""
     metrics, rigl_grads = self._update(batch)
+    tl.after_apply(self.network)  # no ops unless a layer derives values from its variables
     if self._after_update is not None:
       # Checked at trace time, after the forward pass has built the layers.
       rigl_kernels = self._rigl_kernels()

@@ -3,6 +3,7 @@
 Public API:
   LayerSpec, LayerPlan                      -- what to build (spec.py)
   make_dense, make_conv2d, after_update     -- build by spec / post-step hook
+  after_apply                               -- refresh right after each optimizer step
   Dense, Conv2D, BlockCirculantDense, PrunedDense, PrunedConv2D, GSTDense
   RewardAwareController, RewardAwareConfig  -- GST's reward-aware pruning
   compression_report, CompressionTracker    -- GST's compression metric
@@ -18,6 +19,7 @@ from tfrl.layers.dense import Conv2D
 from tfrl.layers.dense import Dense
 from tfrl.layers.export import copy_variables
 from tfrl.layers.export import pack
+from tfrl.layers.factory import after_apply
 from tfrl.layers.factory import after_update
 from tfrl.layers.factory import layers_of
 from tfrl.layers.factory import make_conv2d
@@ -34,6 +36,6 @@ from tfrl.layers.spec import LayerSpec
 __all__ = [
     "BlockCirculantDense", "CompressionTracker", "Conv2D", "Dense", "GSTDense", "Layer",
     "LayerPlan", "LayerSpec", "PackedKernel", "PrunedConv2D", "PrunedDense",
-    "RewardAwareConfig", "RewardAwareController", "after_update", "compression_report",
+    "RewardAwareConfig", "RewardAwareController", "after_apply", "after_update", "compression_report",
     "copy_variables", "layers_of", "make_conv2d", "make_dense", "pack",
 ]

@@ -51,9 +51,13 @@ class Layer(tf.Module):
   `has_update_hook = False` so that the walk adds no ops for them. Layers
   whose hook uses the step's gradients (RigL regrowth) set
   `needs_gradient = True`, so a trainer can hand them over only then.
+  Layers whose forward reads a value derived from their trained variables set
+  `has_apply_hook = True` and refresh it in `after_apply`, which trainers call
+  (`tfrl.layers.after_apply`) right after each optimizer step.
   """
 
   has_update_hook = False
+  has_apply_hook = False
   needs_gradient = False
 
   def __init__(self, activation=None, name=None):
@@ -84,6 +88,11 @@ class Layer(tf.Module):
       if self._activation is not None:
         y = self._activation(y)
     return y
+
+  def after_apply(self):
+    """Called by `tfrl.layers.after_apply` right after each optimizer step that
+    moved the layer's variables, before any other forward pass uses them (for a
+    layer whose forward reads a value derived from its trained variables)."""
 
   def after_update(self, grads_and_vars=None):
     """Post-optimizer-step hook.

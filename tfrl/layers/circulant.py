@@ -14,7 +14,7 @@ ops need it); the output is cast back to the input dtype. Gradients flow
 through `tf.signal.rfft` / `irfft`.
 
 `method="matmul"` computes the same function by materialising the kernel
-from the vectors (a gather) and one matmul; values and gradients are the
+from the vectors (`expand`) and one matmul; values and gradients are the
 same, the stored parameters are still in * out / b. On CPUs it is faster
 for small b (see benchmarks/layers.py); `fft` is the default.
 
@@ -58,6 +58,41 @@ def kernel_index(input_size: int, units: int, block_size: int) -> np.ndarray:
   index = (q * in_blocks + p) * b + (r - c) % b
   index.flags.writeable = False
   return index
+
+
+@functools.lru_cache(maxsize=64)
+def _shift_basis(block_size: int) -> np.ndarray:
+  """[b, b * b] one-hot rows: row k marks the entries (c, r) of a b x b block
+  (flattened c * b + r) with (r - c) mod b == k, i.e. where vector entry k sits."""
+  b = block_size
+  c = np.arange(b)[:, None]
+  r = np.arange(b)[None, :]
+  basis = np.zeros([b, b * b], np.float32)
+  basis[(r - c) % b, c * b + r] = 1.0
+  basis.flags.writeable = False
+  return basis
+
+
+def expand(vectors: tf.Tensor, input_size: int, units: int) -> tf.Tensor:
+  """The [input_size, units] kernel of [Q, P, b] vectors (the layout of
+  `kernel_index`), as a matmul with a one-hot basis: each entry is one vector
+  entry times 1 plus zeros, so the values are exact, and on CPUs it is about
+  3x faster than gathering 65k scalars (b = 8, 256 x 256)."""
+  q, p, b = (int(d) for d in vectors.shape)
+  blocks = tf.matmul(tf.reshape(vectors, [q * p, b]), _shift_basis(b))  # [QP, (c, r)]
+  kernel = tf.transpose(tf.reshape(blocks, [q, p, b, b]), [1, 2, 0, 3])  # [P, c, Q, r]
+  return tf.reshape(kernel, [p * b, q * b])[:input_size, :units]
+
+
+def expand_adjoint(d_kernel: tf.Tensor, vectors_shape) -> tf.Tensor:
+  """The gradient of the vectors from that of `expand`'s kernel: each vector
+  entry sums the kernel entries it was copied to."""
+  q, p, b = (int(d) for d in vectors_shape)
+  input_size, units = (int(d) for d in d_kernel.shape)
+  d_kernel = tf.pad(d_kernel, [[0, p * b - input_size], [0, q * b - units]])
+  blocks = tf.transpose(tf.reshape(d_kernel, [p, b, q, b]), [2, 0, 1, 3])  # [Q, P, c, r]
+  d_vectors = tf.matmul(tf.reshape(blocks, [q * p, b * b]), _shift_basis(b), transpose_b=True)
+  return tf.reshape(d_vectors, [q, p, b])
 
 
 class BlockCirculantDense(base.Layer):
@@ -128,10 +163,7 @@ class BlockCirculantDense(base.Layer):
 
   def to_dense(self) -> tf.Tensor:
     """The equivalent [in, out] kernel (so that x @ to_dense() + bias == layer(x))."""
-    index = kernel_index(self.input_size, self.units, self.block_size)
-    # Gathered as C, row by row: each vector entry's gradient then sums its
-    # terms in (r, c) order, as a gather of the vectors' last axis does.
-    return tf.transpose(tf.gather(tf.reshape(self.vectors, [-1]), index.T))
+    return expand(self.vectors, self.input_size, self.units)
 
   def kernel_stats(self):
     n = self.input_size * self.units

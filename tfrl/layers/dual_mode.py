@@ -7,12 +7,16 @@ dual-mode compression (weight grouping and weight pruning). `DualModeDense`
 is one layer that does both:
 
 * **circulant mode** (from step 0): the kernel is block-circulant with block
-  size b (the vectors of `BlockCirculantDense`), compression 1 - 1/b. The
-  dense `kernel` variable mirrors it (`kernel = to_dense(vectors)` after every
-  update), so that a target network's Polyak average of the kernel is the
-  kernel of its averaged vectors (`to_dense` is linear; up to one update's
-  lag when the average is taken before the mirror is refreshed, as TD3's is)
-  and a target switches to a kernel it has been averaging all along.
+  size b (the vectors of `BlockCirculantDense`), compression 1 - 1/b; the
+  vectors are trained. The dense `kernel` variable holds the matrix they
+  define (`to_dense`), refreshed right after every optimizer step
+  (`after_apply`), and the forward pass reads it, with its gradient summed
+  back onto the vectors (the adjoint of `to_dense`): the same values and
+  gradients as expanding the vectors at every call, at one expansion per
+  optimizer step instead of one per forward pass. A target network's Polyak
+  average of the kernel is then exactly the kernel of its averaged vectors
+  (`to_dense` copies entries), so a target switches to the kernel it has
+  been averaging all along.
 * **the switch** (tfrl's rule): on the first pruning step at which the
   reward-aware target sparsity reaches the circulant compression ratio, the
   layer becomes the dense kernel it represents (`switch_to_dense`: the same
@@ -59,6 +63,8 @@ class DualModeDense(pruned.Pruning, dense.Dense):
       and `target_sparsity` at least the circulant compression ratio).
     activation, with_bias, kernel_scale, name: as for `Dense`.
   """
+
+  has_apply_hook = True
 
   def __init__(self, units, spec: spec_lib.LayerSpec, **kwargs):
     super().__init__(units, **kwargs)
@@ -108,11 +114,10 @@ class DualModeDense(pruned.Pruning, dense.Dense):
     sparsity = tf.where(self.circulant_mode, 0.0, self.sparsity_target)
     self.mask.assign(schedules.magnitude_mask(self.kernel, sparsity))
 
-  def after_update(self, grads_and_vars=None):
-    super().after_update(grads_and_vars)
+  def after_apply(self):
+    """Refreshes the kernel from the vectors while circulant (see the module doc)."""
     if not self._built or self._packed is not None:
       return
-    # The mirror: in circulant mode the kernel is the vectors' (see the module doc).
     tf.cond(self.circulant_mode,
             lambda: self.kernel.assign(self.circulant.to_dense()).read_value(),
             lambda: tf.identity(self.kernel))
@@ -120,8 +125,26 @@ class DualModeDense(pruned.Pruning, dense.Dense):
   def _kernel(self):
     if self._packed is not None:
       return self._packed()
-    return tf.cond(self.circulant_mode, self.circulant.to_dense,
-                   lambda: self.kernel * self.mask)
+    vectors_shape = self.circulant.vectors.shape
+    circulant_mode = self.circulant_mode.read_value()
+
+    @tf.custom_gradient
+    def routed(kernel, mask, vectors):
+      """kernel * mask (the mask is all ones while circulant); the gradient goes
+      to the vectors while circulant, else to the kernel (masked)."""
+      del vectors  # only its gradient: the kernel holds its values
+
+      def grad(dw):
+        d_vectors = tf.cond(circulant_mode,
+                            lambda: circulant.expand_adjoint(dw, vectors_shape),
+                            lambda: tf.zeros(vectors_shape))
+        d_kernel = tf.cond(circulant_mode, lambda: tf.zeros_like(dw), lambda: dw * mask)
+        return d_kernel, None, d_vectors
+
+      return kernel * mask, grad
+
+    return routed(self.kernel.read_value(), self.mask.read_value(),
+                  self.circulant.vectors.read_value())
 
   def kernel_stats(self):
     if self._packed is not None:

@@ -3,6 +3,7 @@
     layer = make_dense(256, spec, activation="relu", name="torso/dense_0")
     ...
     optimizer.apply(grads, variables)
+    after_apply(network)    # refreshes values derived from the trained variables
     after_update(network)   # re-applies masks, advances pruning schedules
 
 `name` may be a path (`actor/dense_1`): the module gets its last component
@@ -81,6 +82,24 @@ def layers_of(module: tf.Module) -> list:
   return [m for m in mods if isinstance(m, base.Layer) and not getattr(m, "is_wrapper", False)]
 
 
+def _modules(module):
+  return module if isinstance(module, (list, tuple)) else [module]
+
+
+def after_apply(module):
+  """Call right after each optimizer step, before the next forward pass: layers
+  whose forward reads a value derived from their trained variables refresh it
+  (GST's dual-mode layer). Adds no ops for other layers.
+
+  Args:
+    module: a tf.Module (network) or a list of them: those the step trained.
+  """
+  for mod in _modules(module):
+    for layer in layers_of(mod):
+      if layer.has_apply_hook:
+        layer.after_apply()
+
+
 def after_update(module, grads_and_vars=None):
   """Call after every optimizer step: advances pruning schedules, re-applies
   masks. Adds no ops for layers without a hook (plain dense, circulant).
@@ -90,9 +109,8 @@ def after_update(module, grads_and_vars=None):
     grads_and_vars: optional (gradient, variable) pairs of the step, used by
       DST with `regrow="gradient"` (RigL).
   """
-  modules = module if isinstance(module, (list, tuple)) else [module]
   pairs = list(grads_and_vars) if grads_and_vars is not None else None
-  for mod in modules:
+  for mod in _modules(module):
     for layer in layers_of(mod):
       if layer.has_update_hook:
         layer.after_update(pairs)

@@ -5,7 +5,9 @@ Per update: target policy smoothing a' = clip(pi'(s') + clip(sigma * eps, -c, c)
 by the learner's state and its inputs, and a test can replay it);
 y = r + gamma * d * min(Q1'(s', a'), Q2'(s', a')); both critics regress y;
 every `policy_delay` updates the actor ascends Q1(s, pi(s)) and the targets
-move by Polyak averaging. After every update `tfrl.layers.after_update` runs
+move by Polyak averaging. Right after each optimizer step `tfrl.layers.after_apply`
+runs on the networks it trained (GST's dual-mode layers refresh their kernel
+before the next forward pass reads it). After every update `tfrl.layers.after_update` runs
 on the actor and both critics (so pruning schedules count training
 iterations). Target networks average the trainable variables and copy the
 non-trainable ones (masks, schedule state) from the online networks, so a
@@ -129,6 +131,7 @@ class TD3Learner(tf.Module):
       critic_loss = tf.reduce_mean(tf.square(q1 - y)) + tf.reduce_mean(tf.square(q2 - y))
     critic_grads = tape.gradient(critic_loss, critic_vars)
     self.critic_optimizer.apply(critic_grads, critic_vars)
+    tl.after_apply([self.critic_1, self.critic_2])
     step = self.num_updates.assign_add(1)
 
     def actor_step():
@@ -136,6 +139,7 @@ class TD3Learner(tf.Module):
       with tf.GradientTape() as tape:
         actor_loss = -tf.reduce_mean(self.critic_1(obs, self.actor(obs)))
       self.actor_optimizer.apply(tape.gradient(actor_loss, actor_vars), actor_vars)
+      tl.after_apply(self.actor)
       for online, target in self._pairs():
         _sync(online, target, c.tau)
       return actor_loss
