@@ -21,7 +21,8 @@ says so (`lost_steps`). A run whose logdir already holds a finished
 `summary.json` (an earlier sitting's) is read, not run again; every run is started with `--resume`, so
 one stopped with Ctrl-C goes on from its checkpoint (and a fresh one starts
 afresh). So a study longer than one sitting is the
-same command again; Ctrl-C stops the runs with their checkpoints; `--collect`
+same command again; Ctrl-C stops the runs with their checkpoints, writes the
+sitting and the JSON, and exits with 130; `--collect`
 writes the JSON and chart of the runs finished so far without starting any.
 `--earlier=<study JSON>` (repeatable) carries over the finished runs earlier
 sittings recorded whose logdirs are gone (another machine, a cleared workdir): they
@@ -156,14 +157,15 @@ def run_steps(key) -> int:
   return int((read_summary(logdir(*key)) or {}).get("env_steps") or 0)
 
 
-def run_all(todo):
-  """Runs `todo` ([(preset, seed)]), `--parallel` at a time; {(preset, seed): how
-  it ended}. Ctrl-C stops every run with its checkpoint, then goes on up."""
+def run_all(todo, ended) -> None:
+  """Runs `todo` ([(preset, seed)]), `--parallel` at a time, filling `ended`
+  ({(preset, seed): how it ended}). Ctrl-C stops every run with its
+  checkpoint (recorded in `ended`), then goes on up."""
   env = dict(os.environ)
   if _TF_THREADS.value:
     env.update(TF_NUM_INTRAOP_THREADS=str(_TF_THREADS.value),
                TF_NUM_INTEROP_THREADS=str(_TF_THREADS.value))
-  waiting, going, ended = list(todo), {}, {}
+  waiting, going = list(todo), {}
   try:
     while waiting or going:
       while waiting and len(going) < _PARALLEL.value:
@@ -183,7 +185,6 @@ def run_all(todo):
     for key, session in going.items():
       ended[key] = runs.finish(session, stop=True)
     raise
-  return ended
 
 
 def eval_curve(path: str):
@@ -286,7 +287,12 @@ def main(argv):
     if before[key] == 0 and reached.get(key, 0) > 0:
       print(f"  {key[0]} seed {key[1]}: an earlier sitting took it to step {reached[key]:,}, "
             "but its logdir is gone (another machine?); it starts afresh", flush=True)
-  ended = {} if _COLLECT.value else run_all(todo)
+  ended, interrupted = {}, False
+  if not _COLLECT.value:
+    try:
+      run_all(todo, ended)
+    except KeyboardInterrupt:
+      interrupted = True  # the sitting and the JSON are still written below
   if not _COLLECT.value:
     sittings.append(dict(provenance.provenance(), runs=[
         {"preset": k[0], "seed": k[1], "from_step": before[k], "to_step": run_steps(k),
@@ -310,6 +316,10 @@ def main(argv):
           + (f"{e['mean']:,.0f} ({e['min']:,.0f}-{e['max']:,.0f})" if e else "-")
           + (f"; avg compression {100 * c['mean']:.1f}%" if c else ""))
   print(f"JSON: {_OUTPUT.value}  chart: {path}")
+  if interrupted:
+    print("Stopped by Ctrl-C: the runs kept their checkpoints; the same command goes on "
+          "from them.", flush=True)
+    sys.exit(130)
 
 
 if __name__ == "__main__":

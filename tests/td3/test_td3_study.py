@@ -1,8 +1,10 @@
-"""benchmarks/td3_study.py on short Pendulum runs: two seeds side by side, each
+"""benchmarks/td3_study.py on short Pendulum runs: two seeds side by side, stopped
+by Ctrl-C once both hold a checkpoint and resumed by a second sitting, each
 run's figures and eval curve as its own summary.json and TensorBoard log say,
-the spread over seeds, the chart, and a second sitting that reads the
-finished runs instead of running them again."""
+the spread over seeds, the chart, every sitting in the JSON, and a third
+sitting that reads the finished runs instead of running them again."""
 
+import glob
 import json
 import os
 import signal
@@ -15,8 +17,8 @@ from absl.testing import absltest
 import pytest
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_SHORT = ["--set=total_steps=600", "--set=start_steps=200", "--set=eval_every=300",
-          "--set=eval_episodes=1", "--set=log_every=300"]
+_SHORT = ["--set=total_steps=4800", "--set=start_steps=200", "--set=eval_every=2400",
+          "--set=eval_episodes=1", "--set=log_every=300", "--checkpoint_every=100"]
 # A test's studies share one clock. One still running at its end gets a Ctrl-C,
 # on which td3_study.py stops its runs (each by Ctrl-C, then SIGTERM and SIGKILL
 # after 180 + 30 + 30 s at the most, one after the other), so no run outlives
@@ -38,11 +40,18 @@ class TD3StudyTest(absltest.TestCase):
     super().setUp()
     self.deadline = time.monotonic() + _BUDGET_SECONDS
 
-  def _run(self, *args):
-    """benchmarks/td3_study.py with `args`, finished by the test's deadline."""
+  def _run(self, *args, interrupt_when=None):
+    """benchmarks/td3_study.py with `args`, finished by the test's deadline; with
+    `interrupt_when` (a callable), Ctrl-C as soon as it returns True."""
     with subprocess.Popen([sys.executable, "-c", _STUDY, "benchmarks/td3_study.py", *args],
                           cwd=_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True) as proc:
+      if interrupt_when is not None:
+        while proc.poll() is None and time.monotonic() < self.deadline:
+          if interrupt_when():
+            proc.send_signal(signal.SIGINT)
+            break
+          time.sleep(0.1)
       try:
         out, err = proc.communicate(timeout=max(self.deadline - time.monotonic(), 1.0))
       except subprocess.TimeoutExpired:
@@ -56,11 +65,28 @@ class TD3StudyTest(absltest.TestCase):
                   f"stopped; its stderr ends:\n{err[-3000:]}")
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
-  def test_two_seeds_side_by_side_then_read_again(self):
+  def test_two_seeds_side_by_side_stopped_resumed_then_read_again(self):
     with tempfile.TemporaryDirectory() as tmp:
       output = os.path.join(tmp, "study.json")
       args = ["--presets=td3_pendulum", "--seeds=0,1", "--parallel=2", f"--workdir={tmp}",
               f"--output={output}", *_SHORT]
+
+      def both_checkpointed():
+        return all(glob.glob(os.path.join(tmp, f"td3_pendulum_s{seed}", "checkpoints",
+                                          "ckpt-*.index")) for seed in (0, 1))
+
+      # The first sitting stops (Ctrl-C) once both runs hold a checkpoint.
+      stopped = self._run(*args, interrupt_when=both_checkpointed)
+      self.assertEqual(stopped.returncode, 130, stopped.stderr[-3000:])
+      self.assertIn("0 runs finished earlier; 2 to run", stopped.stdout)
+      self.assertIn("Stopped by Ctrl-C", stopped.stdout)
+      with open(output) as f:
+        (first_sitting,) = json.load(f)["sittings"]
+      reached = [r["to_step"] for r in first_sitting["runs"]]
+      self.assertEqual([(r["seed"], r["from_step"], r["how"]) for r in first_sitting["runs"]],
+                       [(0, 0, "sigint"), (1, 0, "sigint")])
+      self.assertTrue(all(100 <= step < 4800 for step in reached), reached)
+
       done = self._run(*args)
       self.assertEqual(done.returncode, 0, done.stderr[-3000:])
       self.assertIn("0 runs finished earlier; 2 to run", done.stdout)
@@ -71,14 +97,14 @@ class TD3StudyTest(absltest.TestCase):
         with open(os.path.join(run["logdir"], "summary.json")) as f:
           summary = json.load(f)
         self.assertTrue(run["completed"])
-        self.assertEqual(run["env_steps"], 600)
+        self.assertEqual(run["env_steps"], 4800)
         self.assertEqual(run["eval_return"], summary["eval_return"])
         self.assertEqual(run["policy_compressed_bytes"], summary["policy_compressed_bytes"])
-        # Evaluations at 300 and 600 steps; the last is the summary's.
-        self.assertEqual([p["step"] for p in run["curve"]], [300, 600])
+        # Evaluations at 2,400 and 4,800 steps; the last is the summary's.
+        self.assertEqual([p["step"] for p in run["curve"]], [2400, 4800])
         self.assertAlmostEqual(run["curve"][-1]["eval_return"], summary["eval_return"], places=3)
         self.assertIn("--resume", run["command"])
-        self.assertIn("--total_steps=600", run["flags"])
+        self.assertIn("--total_steps=4800", run["flags"])
       seeds = record["summary"]["td3_pendulum"]
       self.assertEqual(seeds["seeds"], [0, 1])
       returns = [r["eval_return"] for r in record["runs"]]
@@ -89,7 +115,7 @@ class TD3StudyTest(absltest.TestCase):
       self.assertGreater(os.path.getsize(os.path.join(tmp, "study.png")), 0)
       # Each run's output went to its own file.
       with open(os.path.join(tmp, "td3_pendulum_s0.out")) as f:
-        self.assertIn("step 600", f.read())
+        self.assertIn("step 4800", f.read())
 
       # --collect with a third seed: that run is listed, not started.
       collected = self._run(*[a for a in args if not a.startswith("--seeds")], "--seeds=0,1,2",
@@ -108,14 +134,18 @@ class TD3StudyTest(absltest.TestCase):
       with open(output) as f:
         record = json.load(f)
       self.assertEqual([r["eval_return"] for r in record["runs"]], returns)
-      # Both sittings are named (--collect runs nothing and adds none): the first
-      # took both runs from 0 to 600 steps, the second found nothing to run.
-      first_sitting, second_sitting = record["sittings"]
-      self.assertEqual([(r["seed"], r["from_step"], r["to_step"])
-                        for r in first_sitting["runs"]], [(0, 0, 600), (1, 0, 600)])
-      self.assertIn("cpu_model", first_sitting)
-      self.assertIn("benchmarks/td3_study.py", first_sitting["command"])
-      self.assertEqual(second_sitting["runs"], [])
+      # Every sitting is named (--collect runs nothing and adds none): the first
+      # took both runs from 0 to their checkpoints, the second from there to
+      # 4,800 steps, the third found nothing to run.
+      first_sitting, second_sitting, third_sitting = record["sittings"]
+      self.assertEqual([r["to_step"] for r in first_sitting["runs"]], reached)
+      self.assertEqual([(r["seed"], r["from_step"], r["to_step"], r["how"])
+                        for r in second_sitting["runs"]],
+                       [(0, reached[0], 4800, "exited"), (1, reached[1], 4800, "exited")])
+      for sitting in (first_sitting, second_sitting):
+        self.assertIn("cpu_model", sitting)
+        self.assertIn("benchmarks/td3_study.py", sitting["command"])
+      self.assertEqual(third_sitting["runs"], [])
 
       # A run an earlier sitting took on whose logdir is gone starts afresh, and
       # the study says so.
@@ -145,7 +175,7 @@ class TD3StudyTest(absltest.TestCase):
       self.assertEqual([first["eval_return"], second["eval_return"]], returns)
       self.assertEqual(first["recorded_in"], output)
       self.assertIn("cpu_model", first)
-      self.assertEqual(first["curve"][-1]["step"], 600)
+      self.assertEqual(first["curve"][-1]["step"], 4800)
       self.assertFalse(third["completed"])
       self.assertEqual(record["summary"]["td3_pendulum"]["seeds"], [0, 1])
       self.assertLen(record["chart_runs"], 2)
