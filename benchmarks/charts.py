@@ -6,6 +6,8 @@
         docs/images/ga_throughput.png
     python benchmarks/charts.py ga3c benchmarks/results/ga3c_throughput_zen4.json \\
         docs/images/ga3c_throughput.png
+    python benchmarks/charts.py tradeoff benchmarks/results/td3_study_halfcheetah_zen5.json \\
+        docs/images/td3_halfcheetah_tradeoff.png
     python benchmarks/charts.py curve benchmarks/results/ga3c_pong_zen4.json \\
         docs/images/ga3c_pong.png --ylabel="rolling score (100 episodes)" \\
         --title="GA3C on Pong: rolling score over 100 episodes" \\
@@ -15,7 +17,8 @@
         --title="Deep GA on Frostbite: elite score" \\
         --label="GA, flags/ga_frostbite_small.flags, Zen 4 VM (2 cores)"
 
-`env`: frames/s of each row of `env_throughput.py` (tfrl's rows in one
+`tradeoff`: a `td3_study.py` JSON's eval return against average compression,
+one point per finished run (seed), one marker per preset. `env`: frames/s of each row of `env_throughput.py` (tfrl's rows in one
 colour, the peers in another). `ga`: each GA run's median round ratio to the
 best env-only run of `ga_throughput.py`. `ga3c`: env-only against training
 frames/s of `ga3c_throughput.py`. The machine and date come from the JSON's
@@ -147,7 +150,38 @@ def curve_chart(record, out, path):
   fig.savefig(out, dpi=config.dpi)
 
 
-CHARTS = {"env": env_chart, "ga": ga_chart, "ga3c": ga3c_chart}
+def tradeoff_chart(record, out):
+  """A `td3_study.py` JSON: eval return against average compression, one point
+  per finished run, one marker per preset (the first preset's mean return, the
+  dense baseline, as a dashed line, and 95% of it dotted)."""
+  done = [r for r in record["runs"] if r.get("completed") and r.get("eval_return") is not None]
+  if not done:
+    raise app.UsageError("the study JSON holds no finished run to draw")
+  fig, ax = plt.subplots(figsize=(7.5, 4.8), dpi=100)
+  markers = "osD^v<>P*X"
+  for i, preset in enumerate(record["presets"]):
+    mine = [r for r in done if r["preset"] == preset]
+    if mine:
+      ax.scatter([100 * (r["average_compression_ratio"] or 0.0) for r in mine],
+                 [r["eval_return"] for r in mine], marker=markers[i % len(markers)],
+                 s=45, label=f"{preset} ({len(mine)} seed{'s' if len(mine) > 1 else ''})")
+  baseline = [r["eval_return"] for r in done if r["preset"] == record["presets"][0]]
+  if baseline:
+    mean = float(np.mean(baseline))
+    ax.axhline(mean, color=PEER, linestyle="--", linewidth=1)
+    ax.axhline(0.95 * mean, color=PEER, linestyle=":", linewidth=1)
+  ax.set_xlabel(_XLABEL.value or "average compression over training (%)")
+  ax.set_ylabel(_YLABEL.value or "eval return (10 deterministic episodes)")
+  ax.set_title(_TITLE.value or f"Return against compression, one point per seed\n"
+               f"{machine(record)}", fontsize=10)
+  ax.legend(fontsize=8, loc="lower left")
+  fig.tight_layout()
+  os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+  fig.savefig(out)
+  plt.close(fig)
+
+
+CHARTS = {"env": env_chart, "ga": ga_chart, "ga3c": ga3c_chart, "tradeoff": tradeoff_chart}
 
 
 def main(argv):

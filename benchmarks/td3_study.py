@@ -36,7 +36,9 @@ flags and minutes; per preset, the mean and spread over seeds, the eval
 return as a percentage of the first preset's (the dense baseline) and the
 average compression in points over every other preset. A chart (tfrl.plot:
 mean and min-max band over seeds, one line per preset) of eval return
-against env steps is drawn from the curves the JSON records.
+against env steps is drawn from the curves the JSON records, and beside it
+(`<chart>_tradeoff.png`, benchmarks/charts.py) eval return against average
+compression, one point per finished run.
 """
 
 import json
@@ -310,12 +312,16 @@ def main(argv):
   path = _CHART.value or os.path.splitext(_OUTPUT.value)[0] + ".png"
   record["chart_runs"] = chart(record, path)
   runs.write_json(record, _OUTPUT.value)
+  tradeoff = os.path.splitext(path)[0] + "_tradeoff.png"
+  if record["chart_runs"]:
+    runs.run_for([sys.executable, "benchmarks/charts.py", "tradeoff", _OUTPUT.value, tradeoff],
+                 600, os.path.join(_WORKDIR.value, "chart.out"), cwd=ROOT)
   for preset, s in record["summary"].items():
     e, c = s["eval_return"], s["average_compression_ratio"]
     print(f"{preset}: seeds {s['seeds']}; eval "
           + (f"{e['mean']:,.0f} ({e['min']:,.0f}-{e['max']:,.0f})" if e else "-")
           + (f"; avg compression {100 * c['mean']:.1f}%" if c else ""))
-  print(f"JSON: {_OUTPUT.value}  chart: {path}")
+  print(f"JSON: {_OUTPUT.value}  charts: {path}, {tradeoff}")
   if interrupted:
     print("Stopped by Ctrl-C: the runs kept their checkpoints; the same command goes on "
           "from them.", flush=True)

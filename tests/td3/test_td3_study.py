@@ -113,6 +113,7 @@ class TD3StudyTest(absltest.TestCase):
       self.assertAlmostEqual(seeds["eval_pct_of_baseline"], 100.0)
       self.assertLen(record["chart_runs"], 2)
       self.assertGreater(os.path.getsize(os.path.join(tmp, "study.png")), 0)
+      self.assertGreater(os.path.getsize(os.path.join(tmp, "study_tradeoff.png")), 0)
       # Each run's output went to its own file.
       with open(os.path.join(tmp, "td3_pendulum_s0.out")) as f:
         self.assertIn("step 4800", f.read())
