@@ -9,6 +9,8 @@ critics `--hidden`), batch size and one update per env step, CPU only:
 
   tfrl       `benchmarks/td3_throughput.py --preset=P --rounds=1` (the preset's
              env on the MuJoCo ops, its `update_every`)
+  tfrl_gymnasium  the same on gymnasium's env (`--set=env_implementation=gymnasium`),
+             the env SB3 steps: the ratio like for like
   tfrl_xla   the same with `--set=jit_compile=true`
   sb3        Stable-Baselines3's TD3 (`benchmarks/peers/sb3_td3.py` in the SB3
              venv: `TD3("MlpPolicy", ...)`, train_freq 1, gradient_steps 1)
@@ -43,7 +45,7 @@ from benchmarks import td3_preset  # pylint: disable=g-import-not-at-top
 from benchmarks.peers import quiet  # pylint: disable=g-import-not-at-top
 from benchmarks.peers import runs  # pylint: disable=g-import-not-at-top
 
-ROWS = ("tfrl", "tfrl_xla", "sb3", "cleanrl")
+ROWS = ("tfrl", "tfrl_gymnasium", "tfrl_xla", "sb3", "cleanrl")
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _ROWS = flags.DEFINE_list("rows", list(ROWS), f"Rows, of {ROWS}.")
@@ -74,13 +76,13 @@ REFUSED_EXIT = 3
 def command(row, rundir):
   """(argv, working directory, extra environment) of one run of `row`."""
   start, warmup, steps = _START.value, _WARMUP.value, _STEPS.value
-  if row in ("tfrl", "tfrl_xla"):
+  if row.startswith("tfrl"):
     argv = [sys.executable, os.path.join(_ROOT, "benchmarks", "td3_throughput.py"),
             f"--preset={_PRESET.value}", f"--start_steps={start}", f"--warmup={warmup}",
             f"--steps={steps}", "--rounds=1", f"--set=seed={_SEED.value}",
             f"--output={os.path.join(rundir, 'timing.json')}"]
-    if row == "tfrl_xla":
-      argv.append("--set=jit_compile=true")
+    argv += {"tfrl_xla": ["--set=jit_compile=true"],
+             "tfrl_gymnasium": ["--set=env_implementation=gymnasium"]}.get(row, [])
     return argv, _ROOT, None
   if row == "sb3":
     return ([os.path.join(_SB3_VENV.value, "bin", "python"),

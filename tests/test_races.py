@@ -233,7 +233,7 @@ class RaceRecordTest(absltest.TestCase):
     with open(output) as f:
       record = json.load(f)
     sides = record["sides"]
-    self.assertEqual(sorted(sides), ["cleanrl", "sb3", "tfrl", "tfrl_xla"])
+    self.assertEqual(sorted(sides), ["cleanrl", "sb3", "tfrl", "tfrl_gymnasium", "tfrl_xla"])
     for row, side in sides.items():
       self.assertEqual((side["hidden"], side["batch_size"], side["updates_per_env_step"],
                         side["device"]), ([256, 256], 256, 1, "cpu"), row)
@@ -241,6 +241,7 @@ class RaceRecordTest(absltest.TestCase):
                       record["tfrl_settings"]["batch_size"]), ([256, 256], 256))
     self.assertIn("td3_throughput.py --preset=td3_halfcheetah", sides["tfrl"]["command"])
     self.assertIn("--set=jit_compile=true", sides["tfrl_xla"]["command"])
+    self.assertIn("--set=env_implementation=gymnasium", sides["tfrl_gymnasium"]["command"])
     self.assertIn("sb3_td3.py --env=HalfCheetah-v5 --hidden=256,256", sides["sb3"]["command"])
     self.assertIn("cleanrl/td3_continuous_action.py --env-id HalfCheetah-v4",
                   sides["cleanrl"]["command"])
