@@ -18,8 +18,9 @@
         --label="GA, flags/ga_frostbite_small.flags, Zen 4 VM (2 cores)"
 
 `tradeoff`: a `td3_study.py` JSON's eval return against average compression,
-one point per finished run (seed), one marker per preset. `env`: frames/s of each row of `env_throughput.py` (tfrl's rows in one
-colour, the peers in another). `ga`: each GA run's median round ratio to the
+one point per finished run (seed), one marker per preset. `env`: frames/s of
+each row of `env_throughput.py` (tfrl's rows in one colour, the peers in
+another). `ga`: each GA run's median round ratio to the
 best env-only run of `ga_throughput.py`. `ga3c`: env-only against training
 frames/s of `ga3c_throughput.py`. The machine and date come from the JSON's
 provenance and go into the title. `curve`: a learning curve stored in the

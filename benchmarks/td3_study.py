@@ -18,10 +18,10 @@ commit, command, CPU and date, and per run it started the env steps it found
 and left (`from_step`, `to_step`); a run whose logdir is gone although an
 earlier sitting had taken it on (a new machine) starts afresh, and the study
 says so (`lost_steps`). A run whose logdir already holds a finished
-`summary.json` (an earlier sitting's) is read, not run again; every run is started with `--resume`, so
-one stopped with Ctrl-C goes on from its checkpoint (and a fresh one starts
-afresh). So a study longer than one sitting is the
-same command again; Ctrl-C stops the runs with their checkpoints, writes the
+`summary.json` (an earlier sitting's) is read, not run again; every run is
+started with `--resume`, so one stopped with Ctrl-C goes on from its
+checkpoint (and a fresh one starts afresh). So a study longer than one
+sitting is the same command again; Ctrl-C stops the runs with their checkpoints, writes the
 sitting and the JSON, and exits with 130; `--collect`
 writes the JSON and chart of the runs finished so far without starting any.
 `--earlier=<study JSON>` (repeatable) carries over the finished runs earlier

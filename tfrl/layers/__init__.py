@@ -36,6 +36,6 @@ from tfrl.layers.spec import LayerSpec
 __all__ = [
     "BlockCirculantDense", "CompressionTracker", "Conv2D", "Dense", "GSTDense", "Layer",
     "LayerPlan", "LayerSpec", "PackedKernel", "PrunedConv2D", "PrunedDense",
-    "RewardAwareConfig", "RewardAwareController", "after_apply", "after_update", "compression_report",
-    "copy_variables", "layers_of", "make_conv2d", "make_dense", "pack",
+    "RewardAwareConfig", "RewardAwareController", "after_apply", "after_update",
+    "compression_report", "copy_variables", "layers_of", "make_conv2d", "make_dense", "pack",
 ]
