@@ -21,12 +21,13 @@ says so (`lost_steps`). A run whose logdir already holds a finished
 `summary.json` (an earlier sitting's) is read, not run again; every run is
 started with `--resume`, so one stopped with Ctrl-C goes on from its
 checkpoint (and a fresh one starts afresh). So a study longer than one
-sitting is the same command again; Ctrl-C stops the runs with their checkpoints, writes the
-sitting and the JSON, and exits with 130; `--collect`
-writes the JSON and chart of the runs finished so far without starting any.
+sitting is the same command again; Ctrl-C stops the runs with their
+checkpoints, writes the sitting and the JSON, and exits with 130; `--collect`
+writes the JSON and charts of the runs finished so far without starting any.
 `--earlier=<study JSON>` (repeatable) carries over the finished runs earlier
-sittings recorded whose logdirs are gone (another machine, a cleared workdir): they
-are kept as that JSON recorded them, with its machine, and not run again.
+sittings recorded whose logdirs are gone (another machine, a cleared
+workdir): they are kept as that JSON recorded them, with its machine, and not
+run again.
 
 Per run the JSON keeps its `summary.json` figures (eval return: the mean of
 the preset's 10 deterministic episodes after the last step on an env seeded
