@@ -11,7 +11,8 @@ from tfrl.td3 import TD3Config
 from tfrl.td3 import TD3Learner
 
 _SPEC = tl.LayerSpec(kind="pruned", schedule="reward_aware", block_size=8,
-                     target_sparsity=0.9, begin_step=0, end_step=1000, frequency=1)
+                     target_sparsity=0.9, begin_step=0, end_step=1000, frequency=1,
+                     switch_ramp_steps=0)
 
 
 def _layer(units=32, fan_in=24, spec=_SPEC):
@@ -71,6 +72,25 @@ class DualModeDenseTest(tf.test.TestCase):
     self.assertEqual(stored[5], round(n * 0.4))
     self.assertFalse(bool(layer.circulant_mode.numpy()))
 
+  def test_a_switched_layer_reaches_its_target_along_the_ramp(self):
+    layer = _layer(spec=_SPEC.replace(switch_ramp_steps=8))
+    x = tf.random.normal([9, 24])
+    layer.after_update()  # step 1: circulant
+    before = layer(x).numpy()
+    layer.sparsity_target.assign(0.9)
+    layer.after_update()  # step 2: the switch, nothing pruned yet
+    self.assertFalse(bool(layer.circulant_mode.numpy()))
+    self.assertEqual(int(layer.switch_step.numpy()), 2)
+    self.assertAllClose(layer(x), before, atol=1e-6)
+    self.assertEqual(float(layer.kernel_stats()[1]), 24 * 32)
+    sparsities = []
+    for _ in range(10):  # steps 3..12
+      layer.after_update()
+      sparsities.append(float(layer.sparsity()))
+    n = 24 * 32
+    expected = [0.9 * (1 - (1 - min(d / 8, 1.0)) ** 3) for d in range(1, 11)]
+    self.assertAllClose(sparsities, [round(n * s) / n for s in expected], atol=1.5 / n)
+
   def test_the_kernel_follows_the_vectors_after_each_optimizer_step(self):
     layer = _layer()
     layer.circulant.vectors.assign_add(tf.random.normal(layer.circulant.vectors.shape))
@@ -93,7 +113,10 @@ class DualModeDenseTest(tf.test.TestCase):
       return tape.gradient(loss, [layer.kernel, layer.circulant.vectors])
 
     kernel_grad, vectors_grad = grads()
-    self.assertAllEqual(kernel_grad, tf.zeros_like(layer.kernel))
+    # While circulant the kernel gets its dense gradient (its optimizer state
+    # warms up; its values are overwritten after each step).
+    self.assertAllClose(kernel_grad, tf.matmul(x, tf.cast(layer(x) > 0, tf.float32),
+                                               transpose_a=True), atol=1e-5)
     # The vectors' gradient is that of the circulant layer they define.
     reference = tl.BlockCirculantDense(32, 8, method="fft", activation="relu")
     reference(x)
@@ -134,7 +157,7 @@ class DualModeGSTTest(tf.test.TestCase):
 
   def _learner(self):
     spec = tl.LayerSpec(kind="gst", block_size=8, gst_min_dim=32, target_sparsity=0.9,
-                        begin_step=0, end_step=10_000, frequency=1)
+                        begin_step=0, end_step=10_000, frequency=1, switch_ramp_steps=0)
     config = TD3Config(hidden_sizes=(32, 32), batch_size=8, policy_delay=1)
     return TD3Learner(config, 3, [-1.0], [1.0], spec)
 

@@ -90,7 +90,7 @@ class TD3Test(tf.test.TestCase, parameterized.TestCase):
     # target reaches 0.875: it raises by 0.45 at each decision (huge tolerance),
     # one per Pendulum episode (200 steps) from the first phase after it.
     spec = tl.LayerSpec(kind="gst", block_size=8, gst_min_dim=32, target_sparsity=0.9,
-                        frequency=50, begin_step=0, end_step=10_000)
+                        frequency=50, begin_step=0, end_step=10_000, switch_ramp_steps=100)
     reward_config = tl.RewardAwareConfig(window=1, max_sparsity=0.9, step_up=0.45,
                                          tolerance=1e6, backoff=1e6)
     common = dict(start_steps=200, update_every=50, checkpoint_every=300,
@@ -103,8 +103,8 @@ class TD3Test(tf.test.TestCase, parameterized.TestCase):
     resumed = _train(TD3Config(total_steps=900, **common), spec, reward_config, logdir=logdir,
                      resume=True)
     self.assertEqual(resumed["env_steps"], 900)
-    # After the resume the target passed 0.875 (0.9): every hidden layer switched and
-    # is pruned to it, as are the input and output layers.
+    # After the resume the target passed 0.875 (0.9): every hidden layer switched and,
+    # 100 updates of the ramp later, is pruned to it, as are the input and output layers.
     for name in ("actor/dense_1", "critic_1/dense_1", "critic_2/dense_1", "actor/dense_0",
                  "critic_1/out"):
       self.assertAllClose(resumed["layers"][name]["compression_ratio"], 0.9, atol=0.02,

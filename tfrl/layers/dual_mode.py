@@ -17,12 +17,22 @@ is one layer that does both:
   average of the kernel is then exactly the kernel of its averaged vectors
   (`to_dense` copies entries), so a target switches to the kernel it has
   been averaging all along.
+  While circulant, the kernel also gets its own (dense) gradient, so that its
+  optimizer state is warm at the switch; its values are overwritten after
+  every step all the same. (A global-norm clip, GA3C's, counts that gradient
+  too.)
 * **the switch** (tfrl's rule): on the first pruning step at which the
   reward-aware target sparsity reaches the circulant compression ratio, the
   layer becomes the dense kernel it represents (`switch_to_dense`: the same
-  outputs) and is pruned by magnitude to the target on that same step. Before
-  that point pruning the layer would store more weights than the circulant
-  form; from it on it stores no more, so the compression ratio never dips.
+  outputs). Before that point pruning the layer would store more weights than
+  the circulant form. It is not pruned to the target at once: a circulant
+  kernel holds each value b times, so magnitude pruning to 1 - 1/b drops
+  every copy of the smallest 7/8 of its values (b = 8). Measured on
+  HalfCheetah's TD3 actor at 150k steps: eval return 5,135 circulant, 4,540
+  pruned at once to 0.5, 1,192 to 0.875; a run switched that way fell from a
+  training return of 5,280 to 448 within 10k steps. So the switched layer's
+  sparsity climbs from 0 to its target over `spec.switch_ramp_steps` on Zhu
+  & Gupta's cubic curve, and the compression ratio dips for that while.
 * **pruned mode**: a `PrunedDense` with the `reward_aware` schedule: the
   controller (`tfrl.layers.gst.RewardAwareController`) moves its target up
   while the return holds and down when it drops (the smallest pruned weights
@@ -88,6 +98,7 @@ class DualModeDense(pruned.Pruning, dense.Dense):
           "could never switch to pruning; raise --target_sparsity to at least "
           f"{ratio:.4f} or lower --circulant_block_size.")
     self.circulant_mode = tf.Variable(True, trainable=False, name="circulant_mode")
+    self.switch_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="switch_step")
     self.kernel.assign(self.circulant.to_dense())
     self._build_pruning()
 
@@ -106,13 +117,24 @@ class DualModeDense(pruned.Pruning, dense.Dense):
   def _prune(self, step, grad):
     def switch():
       self.switch_to_dense()
+      self.switch_step.assign(step)
       return tf.constant(True)
 
     due = tf.logical_and(self.circulant_mode, self.sparsity_target >= self.circulant_ratio)
     tf.cond(due, switch, lambda: tf.constant(False))
-    # In circulant mode the mask stays all ones; after the switch it follows the target.
-    sparsity = tf.where(self.circulant_mode, 0.0, self.sparsity_target)
+    # In circulant mode the mask stays all ones; after the switch it follows the
+    # target, reached along the ramp (see the module doc).
+    sparsity = tf.where(self.circulant_mode, 0.0, self.sparsity_target * self._ramp(step))
     self.mask.assign(schedules.magnitude_mask(self.kernel, sparsity))
+
+  def _ramp(self, step):
+    """The share of its target a switched layer prunes to at `step`: 0 at the
+    switch, 1 after `switch_ramp_steps`, on the cubic curve in between."""
+    steps = self.spec.switch_ramp_steps
+    if steps == 0:
+      return tf.constant(1.0)
+    done = tf.cast(step - self.switch_step, tf.float32) / float(steps)
+    return 1.0 - (1.0 - tf.clip_by_value(done, 0.0, 1.0)) ** self.spec.polynomial_power
 
   def after_apply(self):
     """Refreshes the kernel from the vectors while circulant (see the module doc)."""
@@ -131,15 +153,15 @@ class DualModeDense(pruned.Pruning, dense.Dense):
     @tf.custom_gradient
     def routed(kernel, mask, vectors):
       """kernel * mask (the mask is all ones while circulant); the gradient goes
-      to the vectors while circulant, else to the kernel (masked)."""
+      to the vectors while circulant, and to the kernel (masked) in both modes
+      (while circulant only to warm its optimizer state)."""
       del vectors  # only its gradient: the kernel holds its values
 
       def grad(dw):
         d_vectors = tf.cond(circulant_mode,
                             lambda: circulant.expand_adjoint(dw, vectors_shape),
                             lambda: tf.zeros(vectors_shape))
-        d_kernel = tf.cond(circulant_mode, lambda: tf.zeros_like(dw), lambda: dw * mask)
-        return d_kernel, None, d_vectors
+        return dw * mask, None, d_vectors
 
       return kernel * mask, grad
 
@@ -171,3 +193,4 @@ class DualModeDense(pruned.Pruning, dense.Dense):
       super().pack()
       del self.circulant
     del self.circulant_mode
+    del self.switch_step

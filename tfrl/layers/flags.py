@@ -52,6 +52,9 @@ class LayerFlags:
       "dual", "GST's large layers: dual (block-circulant until the reward-aware target "
       "sparsity reaches their circulant ratio, then pruned by it) or fixed (block-circulant "
       "for the whole run).", choices=tuple(spec_lib.GST_MODES))
+  gst_switch_ramp: int = flagconfig.field(
+      100_000, "GST dual mode: optimizer steps over which a switched layer's sparsity climbs "
+      "from 0 to its reward-aware target (cubic, as Zhu & Gupta's schedule); 0: at once.")
   sparsity_distribution: str = flagconfig.field(
       "uniform", "How a network's --target_sparsity (or the reward-aware target) is spread "
       "over its pruned layers: uniform (each the same) or erk (Erdos-Renyi-Kernel: small "
@@ -82,7 +85,8 @@ class LayerFlags:
         schedule=self.pruning_schedule, nm=_parse_nm(self.nm), begin_step=self.pruning_begin,
         end_step=self.pruning_end, frequency=self.pruning_frequency,
         initial_sparsity=self.pruning_initial_sparsity, drop_fraction=self.dst_drop_fraction,
-        regrow=self.dst_regrow, gst_min_dim=self.gst_min_dim, gst_mode=self.gst_mode)
+        regrow=self.dst_regrow, gst_min_dim=self.gst_min_dim, gst_mode=self.gst_mode,
+        switch_ramp_steps=self.gst_switch_ramp)
 
   def plan(self) -> spec_lib.LayerPlan:
     """The LayerPlan: the default spec, with the `layer_plan` overrides."""

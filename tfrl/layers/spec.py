@@ -55,6 +55,9 @@ class LayerSpec:
       until the reward-aware target sparsity reaches their circulant ratio,
       then pruned by it; `tfrl.layers.dual_mode`) or `fixed` (block-circulant
       for the whole run).
+    switch_ramp_steps: dual mode: steps (calls to `after_update`) over which a
+      switched layer's sparsity climbs from 0 to its reward-aware target on the
+      polynomial schedule's curve (`polynomial_power`); 0: at once.
     seed: seed for random regrowth / initialisation choices.
   """
 
@@ -73,6 +76,7 @@ class LayerSpec:
   regrow: str = "random"
   gst_min_dim: int = 64
   gst_mode: str = "dual"
+  switch_ramp_steps: int = 100_000
   seed: int = 0
 
   def __post_init__(self):
@@ -104,6 +108,9 @@ class LayerSpec:
       raise ValueError(
           "LayerSpec needs 0 <= begin_step <= end_step, got "
           f"begin_step={self.begin_step}, end_step={self.end_step}.")
+    if not isinstance(self.switch_ramp_steps, int) or self.switch_ramp_steps < 0:
+      raise ValueError(f"LayerSpec.switch_ramp_steps must be an int >= 0, got "
+                       f"{self.switch_ramp_steps!r}.")
     if self.frequency < 1:
       raise ValueError(f"LayerSpec.frequency must be >= 1, got {self.frequency!r}.")
     if self.polynomial_power <= 0:
