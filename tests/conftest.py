@@ -41,6 +41,9 @@ def pytest_configure(config):
                             "do not exist; list the serial test files by their paths")
 
 
+# Before xdist's own hook (--dist loadgroup), which reads the xdist_group
+# markers set here into the nodeids it schedules by.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
   # tf.test.TestCase has a `test_session` helper that pytest would collect and
   # report as a skipped test; it is not one.
