@@ -44,8 +44,10 @@ _ACTIONS, _T, _SEGMENTS = 6, 5, 4
 # circulant layers run their FFTs in float32 (complex64); GST's dual-mode torso
 # layer multiplies its circulant kernel, expanded, in bfloat16, as dense and
 # pruned layers do.
+# circulant: its float32 FFT products; gst: dual mode's circulant expansion of
+# the weights (a float32 one-hot matmul, tfrl.layers.circulant.expand).
 _RAN_BY_KIND = {"dense": "bfloat16", "pruned": "bfloat16", "circulant": "mixed",
-                "gst": "bfloat16"}
+                "gst": "mixed"}
 _COMPUTE_OPS = ("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MatMul")
 
 
