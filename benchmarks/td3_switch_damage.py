@@ -11,7 +11,6 @@ pruned by magnitude at once to each of `--sparsities`: the case against
 pruning a circulant kernel to its ratio in one step (docs/gst_td3.md).
 """
 
-import json
 import os
 import sys
 import tempfile
@@ -24,6 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import provenance  # pylint: disable=g-import-not-at-top
 from benchmarks import td3_preset  # pylint: disable=g-import-not-at-top
+from benchmarks.peers import runs  # pylint: disable=g-import-not-at-top
 
 _CHECKPOINT = flags.DEFINE_string("checkpoint", "", "A TD3 checkpoint (ckpt-<step>) of the "
                                   "preset's run, taken while its layers were circulant.")
@@ -73,8 +73,7 @@ def main(argv):
   record = {"benchmark": "td3_switch_damage", "checkpoint": _CHECKPOINT.value,
             "preset": _PRESET.value, "episodes": _EPISODES.value, "rows": rows,
             "provenance": provenance.provenance()}
-  with open(_OUTPUT.value, "w") as f:
-    json.dump(record, f, indent=1)
+  runs.write_json(record, _OUTPUT.value)
   print(f"JSON: {_OUTPUT.value}")
 
 
