@@ -17,7 +17,9 @@ The JSON lists every sitting (each invocation that ran something): its
 commit, command, CPU and date, and per run it started the env steps it found
 and left (`from_step`, `to_step`); a run whose logdir is gone although an
 earlier sitting had taken it on (a new machine) starts afresh, and the study
-says so (`lost_steps`). A run whose logdir already holds a finished
+says so (`lost_steps`) and keeps the JSON's earlier record of it, curve
+included (`lost_runs`): so write the JSON where it outlives the machine
+(benchmarks/results, committed) even when the workdir cannot. A run whose logdir already holds a finished
 `summary.json` (an earlier sitting's) is read, not run again; every run is
 started with `--resume`, so one stopped with Ctrl-C goes on from its
 checkpoint (and a fresh one starts afresh). So a study longer than one
@@ -134,16 +136,30 @@ def command(preset: str, seed: int):
           "--resume", *[f"--{f}" for f in _SET.value]]
 
 
-def read_sittings(path: str) -> list:
-  """The sittings an earlier invocation with this --output recorded ([] if none)."""
+def read_output(path: str) -> dict:
+  """What an earlier invocation with this --output wrote ({} if nothing)."""
   try:
     with open(path) as f:
-      return list(json.load(f).get("sittings", []))
+      record = json.load(f)
+    if not isinstance(record, dict):
+      raise ValueError("not a JSON object")
+    return record
   except FileNotFoundError:
-    return []
-  except (ValueError, AttributeError) as e:
+    return {}
+  except ValueError as e:
     raise app.UsageError(f"--output={path} exists but is not a study JSON ({e}); move it "
                          "aside to start a new one.") from e
+
+
+def lost_runs(previous: dict, lost) -> list:
+  """The runs `previous` (the earlier --output) lost before, plus its record of
+  each run in `lost` (their logdirs are gone): their curves up to where they
+  were stopped stay in the JSON, not only their step counts."""
+  kept = list(previous.get("lost_runs", []))
+  for run in previous.get("runs", []):
+    if (run["preset"], run["seed"]) in lost and run.get("env_steps") and run not in kept:
+      kept.append(run)
+  return kept
 
 
 def last_steps(sittings) -> dict:
@@ -283,13 +299,14 @@ def main(argv):
     print(f"{len(earlier)} runs carried over from --earlier", flush=True)
   print(f"{len(keys) - len(todo)} runs finished earlier; "
         f"{len(todo)} {'not finished (--collect)' if _COLLECT.value else 'to run'}", flush=True)
-  sittings = read_sittings(_OUTPUT.value)
+  previous = read_output(_OUTPUT.value)
+  sittings = list(previous.get("sittings", []))
   before = {k: run_steps(k) for k in todo}
   reached = last_steps(sittings)
-  for key in todo:
-    if before[key] == 0 and reached.get(key, 0) > 0:
-      print(f"  {key[0]} seed {key[1]}: an earlier sitting took it to step {reached[key]:,}, "
-            "but its logdir is gone (another machine?); it starts afresh", flush=True)
+  lost = {k for k in todo if before[k] == 0 and reached.get(k, 0) > 0}
+  for key in sorted(lost):
+    print(f"  {key[0]} seed {key[1]}: an earlier sitting took it to step {reached[key]:,}, "
+          "but its logdir is gone (another machine?); it starts afresh", flush=True)
   ended, interrupted = {}, False
   if not _COLLECT.value:
     try:
@@ -300,7 +317,7 @@ def main(argv):
     sittings.append(dict(provenance.provenance(), runs=[
         {"preset": k[0], "seed": k[1], "from_step": before[k], "to_step": run_steps(k),
          "how": ended[k].how if k in ended else None,
-         **({"lost_steps": reached[k]} if before[k] == 0 and reached.get(k, 0) else {})}
+         **({"lost_steps": reached[k]} if k in lost else {})}
         for k in todo]))
   record = {"provenance": provenance.provenance(), "sittings": sittings,
             "presets": _PRESETS.value,
@@ -308,7 +325,8 @@ def main(argv):
             "tf_threads": _TF_THREADS.value, "collect_only": _COLLECT.value,
             "earlier": _EARLIER.value,
             "runs": [earlier.get((p, s)) or run_record(p, s, ended.get((p, s)))
-                     for p, s in keys]}
+                     for p, s in keys],
+            "lost_runs": lost_runs(previous, lost)}
   record["summary"] = summarize(record)
   path = _CHART.value or os.path.splitext(_OUTPUT.value)[0] + ".png"
   record["chart_runs"] = chart(record, path)

@@ -152,6 +152,9 @@ class TD3StudyTest(absltest.TestCase):
       # the study says so.
       record["sittings"][0]["runs"].append({"preset": "td3_pendulum", "seed": 2,
                                             "from_step": 0, "to_step": 300})
+      gone = {"preset": "td3_pendulum", "seed": 2, "completed": False, "env_steps": 300,
+              "curve": [{"step": 300, "eval_return": -1234.5}]}
+      record["runs"].append(gone)
       lost_output = os.path.join(tmp, "lost.json")
       with open(lost_output, "w") as f:
         json.dump(record, f)
@@ -160,6 +163,13 @@ class TD3StudyTest(absltest.TestCase):
       self.assertEqual(lost.returncode, 0, lost.stderr[-3000:])
       self.assertIn("td3_pendulum seed 2: an earlier sitting took it to step 300, but its "
                     "logdir is gone (another machine?); it starts afresh", lost.stdout)
+      # ... and keeps what the JSON knew of it (its curve), once.
+      with open(lost_output) as f:
+        self.assertEqual(json.load(f)["lost_runs"], [gone])
+      self.assertEqual(self._run(*[a for a in args if not a.startswith(("--seeds", "--output"))],
+                                 "--seeds=2", f"--output={lost_output}", "--collect").returncode, 0)
+      with open(lost_output) as f:
+        self.assertEqual(json.load(f)["lost_runs"], [gone])
 
       # A new workdir with the first sitting's JSON as --earlier: its two
       # runs are carried over as recorded (curves and all), only seed 2 is left.
