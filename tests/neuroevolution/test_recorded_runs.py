@@ -1,6 +1,6 @@
 """Short GA / ES / random-search runs replay exactly as they were recorded.
 
-`data/recorded_runs.json` holds runs of the code at the commit it names: each
+`data/recorded_runs_<build>.json` holds runs of the code at the commit it names: each
 generation's best, mean and elite score and frames (as the console line
 prints them), and the final checkpoint's genomes (GA, random search) or the
 SHA-256 of ES's centre and of its observation normalizer. A run is a function
@@ -18,12 +18,14 @@ The population kernels are compiled for several ISAs (tfrl/ops/population.py)
 whose sums round differently (tests/ops/test_isa.py), so a run's scores are a
 function of its seed *and* of the kernels' build: replayed on the avx2 build,
 the HalfCheetah run's normalizer and elite score differ from the avx512
-recording. The recording says which build ran (`population_isa`, and per run
-the paths its kernels ran on), and a replay runs that build (--kernel_isa,
-with the TFRL_POPULATION_ISA override cleared), so the comparison is exact on
-any CPU that runs it. A CPU that cannot run the recorded build fails with a
+recording. So there is one recording per build (RECORDED_ISAS: a CPU with
+AVX-512 runs both, one with AVX2 only the avx2 build); each says which build
+ran (`population_isa`, and per run the paths its kernels ran on), and the test
+replays the widest recorded build this CPU runs (--kernel_isa, with the
+TFRL_POPULATION_ISA override cleared), so the comparison is exact. `--record`
+records every one of them this CPU runs; a CPU that runs none fails with a
 message saying so: a replay on another build is not comparable (it may differ
-with no regression, or hide one), so record again there rather than loosen it.
+with no regression, or hide one).
 
 ES's centre is also updated by TensorFlow's own float32 sums (the weighted
 noise), whose order follows the CPU it runs on: on a CPU model other than the
@@ -54,7 +56,19 @@ if _ROOT not in sys.path:
   sys.path.insert(0, _ROOT)
 from benchmarks import provenance  # pylint: disable=g-import-not-at-top
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "recorded_runs.json")
+DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+# The builds recorded, widest first (every CPU the suite runs on has AVX2).
+RECORDED_ISAS = ("avx512", "avx2")
+
+
+def data_path(isa: str) -> str:
+  return os.path.join(DATA_DIR, f"recorded_runs_{isa}.json")
+
+
+def cpu_isas() -> list:
+  """The population kernels' builds this CPU runs, widest first."""
+  from tfrl.ops import population  # pylint: disable=g-import-not-at-top
+  return list(population.kernel_info()["cpu_isas"])
 
 RUNS = {
     "ga_frostbite_small": ("tfrl.ga", [
@@ -178,24 +192,32 @@ class RecordedRunsTest(parameterized.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    with open(DATA) as f:
-      cls.recorded = json.load(f)
+    cls.recordings = {}
+    for isa in RECORDED_ISAS:
+      with open(data_path(isa)) as f:
+        cls.recordings[isa] = json.load(f)
+    runs_here = [isa for isa in RECORDED_ISAS if isa in cpu_isas()]
+    cls.recorded = cls.recordings[runs_here[0]] if runs_here else None
 
-  def test_every_run_is_recorded_and_informative(self):
-    self.assertEqual(sorted(self.recorded["runs"]), sorted(RUNS))
-    self.assertIn(self.recorded["population_isa"], ("avx512", "avx2", "sse"))
-    for name, recorded in self.recorded["runs"].items():
-      result = recorded["result"]
-      self.assertTrue(scores_vary(result["generations"]),
-                      f"{name}: its scores do not vary: {result['generations']}")
-      # The population kernels ran, and on the recorded build only.
-      builds = set(result["kernel_paths"]) & {"avx512", "avx2", "sse"}
-      self.assertEqual(builds, {self.recorded["population_isa"]}, name)
-    cheetah = self.recorded["runs"]["es_halfcheetah_normalized"]["result"]
-    self.assertIn("normalizer_sha256", cheetah)
+  def test_every_run_is_recorded_on_every_build_and_informative(self):
+    for isa, recording in self.recordings.items():
+      self.assertEqual(recording["population_isa"], isa)
+      self.assertEqual(sorted(recording["runs"]), sorted(RUNS))
+      for name, recorded in recording["runs"].items():
+        result = recorded["result"]
+        self.assertTrue(scores_vary(result["generations"]),
+                        f"{isa} {name}: its scores do not vary: {result['generations']}")
+        # The population kernels ran, and on the recorded build only.
+        builds = set(result["kernel_paths"]) & {"avx512", "avx2", "sse"}
+        self.assertEqual(builds, {isa}, name)
+      cheetah = recording["runs"]["es_halfcheetah_normalized"]["result"]
+      self.assertIn("normalizer_sha256", cheetah)
 
   @parameterized.named_parameters((name, name) for name in RUNS)
   def test_replays_exactly(self, name):
+    if self.recorded is None:
+      self.fail(f"no recording of a build this CPU runs (recorded: {', '.join(RECORDED_ISAS)}; "
+                f"this CPU runs: {', '.join(cpu_isas())}): record one (--record).")
     recorded = self.recorded["runs"][name]
     with tempfile.TemporaryDirectory() as logdir:
       now = run(name, os.path.join(logdir, "run"), isa=self.recorded["population_isa"])
@@ -208,22 +230,23 @@ class RecordedRunsTest(parameterized.TestCase):
 
 
 def record() -> None:
-  """Runs every RUNS entry on the widest build this CPU runs and writes DATA
-  with the commit it ran at and that build."""
+  """Runs every RUNS entry on each recorded build this CPU runs and writes its
+  recording, with the commit it ran at."""
   commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=_ROOT, capture_output=True,
                           text=True).stdout.strip()
-  runs = {}
-  for name, (module, args) in RUNS.items():
-    with tempfile.TemporaryDirectory() as logdir:
-      runs[name] = {"command": ["python", "-m", module, *args, "--noexport"],
-                    "result": run(name, os.path.join(logdir, "run"))}
-    print(name, runs[name]["result"]["generations"], flush=True)
-  [isa] = {r["result"]["kernel_isa"] for r in runs.values()}
-  os.makedirs(os.path.dirname(DATA), exist_ok=True)
-  with open(DATA, "w") as f:
-    json.dump({"commit": commit, "population_isa": isa, "cpu": this_cpu(), "runs": runs},
-              f, indent=1)
-    f.write("\n")
+  for isa in [isa for isa in RECORDED_ISAS if isa in cpu_isas()]:
+    runs = {}
+    for name, (module, args) in RUNS.items():
+      with tempfile.TemporaryDirectory() as logdir:
+        runs[name] = {"command": ["python", "-m", module, *args, f"--kernel_isa={isa}",
+                                  "--noexport"],
+                      "result": run(name, os.path.join(logdir, "run"), isa=isa)}
+      print(isa, name, runs[name]["result"]["generations"], flush=True)
+    os.makedirs(DATA_DIR, exist_ok=True)
+    with open(data_path(isa), "w") as f:
+      json.dump({"commit": commit, "population_isa": isa, "cpu": this_cpu(), "runs": runs},
+                f, indent=1)
+      f.write("\n")
 
 
 if __name__ == "__main__":
