@@ -19,8 +19,9 @@ and left (`from_step`, `to_step`); a run whose logdir is gone although an
 earlier sitting had taken it on (a new machine) starts afresh, and the study
 says so (`lost_steps`) and keeps the JSON's earlier record of it, curve
 included (`lost_runs`): so write the JSON where it outlives the machine
-(benchmarks/results, committed) even when the workdir cannot. A run whose logdir already holds a finished
-`summary.json` (an earlier sitting's) is read, not run again; every run is
+(benchmarks/results, committed) even when the workdir cannot. A run whose
+logdir already holds a finished `summary.json` (an earlier sitting's) is
+read, not run again; every run is
 started with `--resume`, so one stopped with Ctrl-C goes on from its
 checkpoint (and a fresh one starts afresh). So a study longer than one
 sitting is the same command again; Ctrl-C stops the runs with their

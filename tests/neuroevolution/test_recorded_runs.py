@@ -70,6 +70,7 @@ def cpu_isas() -> list:
   from tfrl.ops import population  # pylint: disable=g-import-not-at-top
   return list(population.kernel_info()["cpu_isas"])
 
+
 RUNS = {
     "ga_frostbite_small": ("tfrl.ga", [
         "--flagfile=flags/ga_frostbite_small.flags", "--population=16", "--truncation=4",
