@@ -78,13 +78,22 @@ class WorkerPool:
       elif i >= n and running:
         w.stop_event.set()
 
-  def stop_all(self, timeout: float = 10.0) -> None:
+  def stop_all(self, report_every: float = 10.0) -> None:
     """Stops every worker and joins its thread (close the queues first: a
-    worker blocked on a queue only returns then)."""
+    worker blocked on a queue only returns then).
+
+    Waits as long as a worker's call takes: a trainer can be inside an
+    optimizer step of many seconds on a slow CPU, and the final checkpoint
+    must not be written while it changes the weights, nor may the process
+    exit with a thread inside TensorFlow (it crashes at exit). Every
+    `report_every` seconds it says who it waits for; a second Ctrl-C during
+    the final save still ends the process at once.
+    """
     started = [w for ws in self._workers.values() for w in ws if w is not None]
     for w in started:
       w.stop_event.set()
     for w in started:
-      w.thread.join(timeout=timeout)
-      if w.thread.is_alive():
-        logging.warning("Thread %s still running after close.", w.name)
+      w.thread.join(timeout=report_every)
+      while w.thread.is_alive():
+        logging.info("Waiting for %s to finish its call.", w.name)
+        w.thread.join(timeout=report_every)
