@@ -34,7 +34,7 @@ class StopAllTest(absltest.TestCase):
     self.assertTrue(entered.wait(timeout=30))
     timer = threading.Timer(1.0, release.set)
     timer.start()
-    with self.assertLogs(level="INFO") as logs:
+    with self.assertLogs(logger="absl", level="INFO") as logs:
       pool.stop_all(report_every=0.2)
     [worker] = pool._workers["trainers"]  # pylint: disable=protected-access
     self.assertFalse(worker.thread.is_alive())
