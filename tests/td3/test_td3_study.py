@@ -17,7 +17,9 @@ from absl.testing import absltest
 import pytest
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_SHORT = ["--set=total_steps=4800", "--set=start_steps=200", "--set=eval_every=2400",
+_STEPS = 2400  # each run's total; evaluated at half and at the end
+_SHORT = [f"--set=total_steps={_STEPS}", "--set=start_steps=200",
+          f"--set=eval_every={_STEPS // 2}",
           "--set=eval_episodes=1", "--set=log_every=300", "--checkpoint_every=100"]
 # A test's studies share one clock. One still running at its end gets a Ctrl-C,
 # on which td3_study.py stops its runs (each by Ctrl-C, then SIGTERM and SIGKILL
@@ -85,7 +87,7 @@ class TD3StudyTest(absltest.TestCase):
       reached = [r["to_step"] for r in first_sitting["runs"]]
       self.assertEqual([(r["seed"], r["from_step"], r["how"]) for r in first_sitting["runs"]],
                        [(0, 0, "sigint"), (1, 0, "sigint")])
-      self.assertTrue(all(100 <= step < 4800 for step in reached), reached)
+      self.assertTrue(all(100 <= step < _STEPS for step in reached), reached)
 
       done = self._run(*args)
       self.assertEqual(done.returncode, 0, done.stderr[-3000:])
@@ -97,14 +99,14 @@ class TD3StudyTest(absltest.TestCase):
         with open(os.path.join(run["logdir"], "summary.json")) as f:
           summary = json.load(f)
         self.assertTrue(run["completed"])
-        self.assertEqual(run["env_steps"], 4800)
+        self.assertEqual(run["env_steps"], _STEPS)
         self.assertEqual(run["eval_return"], summary["eval_return"])
         self.assertEqual(run["policy_compressed_bytes"], summary["policy_compressed_bytes"])
-        # Evaluations at 2,400 and 4,800 steps; the last is the summary's.
-        self.assertEqual([p["step"] for p in run["curve"]], [2400, 4800])
+        # Evaluations at half the steps and at the end; the last is the summary's.
+        self.assertEqual([p["step"] for p in run["curve"]], [_STEPS // 2, _STEPS])
         self.assertAlmostEqual(run["curve"][-1]["eval_return"], summary["eval_return"], places=3)
         self.assertIn("--resume", run["command"])
-        self.assertIn("--total_steps=4800", run["flags"])
+        self.assertIn(f"--total_steps={_STEPS}", run["flags"])
       seeds = record["summary"]["td3_pendulum"]
       self.assertEqual(seeds["seeds"], [0, 1])
       returns = [r["eval_return"] for r in record["runs"]]
@@ -116,7 +118,7 @@ class TD3StudyTest(absltest.TestCase):
       self.assertGreater(os.path.getsize(os.path.join(tmp, "study_tradeoff.png")), 0)
       # Each run's output went to its own file.
       with open(os.path.join(tmp, "td3_pendulum_s0.out")) as f:
-        self.assertIn("step 4800", f.read())
+        self.assertIn(f"step {_STEPS}", f.read())
 
       # --collect with a third seed: that run is listed, not started.
       collected = self._run(*[a for a in args if not a.startswith("--seeds")], "--seeds=0,1,2",
@@ -137,12 +139,12 @@ class TD3StudyTest(absltest.TestCase):
       self.assertEqual([r["eval_return"] for r in record["runs"]], returns)
       # Every sitting is named (--collect runs nothing and adds none): the first
       # took both runs from 0 to their checkpoints, the second from there to
-      # 4,800 steps, the third found nothing to run.
+      # the end, the third found nothing to run.
       first_sitting, second_sitting, third_sitting = record["sittings"]
       self.assertEqual([r["to_step"] for r in first_sitting["runs"]], reached)
       self.assertEqual([(r["seed"], r["from_step"], r["to_step"], r["how"])
                         for r in second_sitting["runs"]],
-                       [(0, reached[0], 4800, "exited"), (1, reached[1], 4800, "exited")])
+                       [(0, reached[0], _STEPS, "exited"), (1, reached[1], _STEPS, "exited")])
       for sitting in (first_sitting, second_sitting):
         self.assertIn("cpu_model", sitting)
         self.assertIn("benchmarks/td3_study.py", sitting["command"])
@@ -186,7 +188,7 @@ class TD3StudyTest(absltest.TestCase):
       self.assertEqual([first["eval_return"], second["eval_return"]], returns)
       self.assertEqual(first["recorded_in"], output)
       self.assertIn("cpu_model", first)
-      self.assertEqual(first["curve"][-1]["step"], 4800)
+      self.assertEqual(first["curve"][-1]["step"], _STEPS)
       self.assertFalse(third["completed"])
       self.assertEqual(record["summary"]["td3_pendulum"]["seeds"], [0, 1])
       self.assertLen(record["chart_runs"], 2)
