@@ -88,4 +88,11 @@ def run(main: Callable, prog: str) -> None:
         raise
       fail(prog, f"cannot write {e.filename or 'a file'}: {e.strerror}", code=1)
 
-  app.run(checked_main, argv=argv)
+  def parse(argv):
+    # absl would print "FATAL Flags parsing error" and a hint, exit 1.
+    try:
+      return flags.FLAGS(argv)
+    except flags.Error as e:
+      fail(prog, e)
+
+  app.run(checked_main, argv=argv, flags_parser=parse)
