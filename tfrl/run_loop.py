@@ -46,7 +46,6 @@ import time
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from absl import logging
-import tensorflow as tf
 
 from tfrl import atomic_files
 from tfrl import errors
@@ -320,6 +319,7 @@ class Run:
     self._saved_count = algorithm.count()
     if self._flags_text is not None:
       atomic_files.write_text(os.path.join(options.logdir, FLAGS_FILE), self._flags_text)
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
     writer = tf.summary.create_file_writer(options.logdir)
     try:
       with writer.as_default():
@@ -385,6 +385,9 @@ class Run:
       self._saved_count = count
 
   def _export(self, algorithm: Algorithm) -> Dict[str, Any]:
+    # Imported here: the skeleton itself needs no TensorFlow (an entry point's
+    # flags are checked before it is loaded); the algorithm has loaded it by now.
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
     try:
       return algorithm.export()
     except (OSError, tf.errors.OpError) as e:

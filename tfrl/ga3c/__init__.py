@@ -16,13 +16,48 @@ Entry point: `python -m tfrl.ga3c` (see `__main__`). Library:
   Stats            console + TensorBoard             (stats.py)
 """
 
-from tfrl.ga3c.adjuster import DynamicAdjuster
-from tfrl.ga3c.agents import AgentPool
-from tfrl.ga3c.config import GA3CConfig, LearnerConfig
-from tfrl.ga3c.learner import Learner, a3c_loss, n_step_returns
-from tfrl.ga3c.network import make_network
-from tfrl.ga3c.predictor import Predictor
-from tfrl.ga3c.queues import Queues
-from tfrl.ga3c.stats import Stats
-from tfrl.ga3c.system import GA3C, build
-from tfrl.ga3c.trainer import Trainer
+import importlib
+
+# Each name's module, imported when the name is first asked for: the entry
+# point parses and checks its flags (config.py) before TensorFlow is loaded.
+_MODULES = {
+    "AgentPool": "agents",
+    "DynamicAdjuster": "adjuster",
+    "GA3C": "system",
+    "GA3CConfig": "config",
+    "Learner": "learner",
+    "LearnerConfig": "config",
+    "Predictor": "predictor",
+    "Queues": "queues",
+    "Stats": "stats",
+    "Trainer": "trainer",
+    "a3c_loss": "learner",
+    "build": "system",
+    "make_network": "network",
+    "n_step_returns": "learner",
+}
+
+__all__ = [
+    "AgentPool",
+    "DynamicAdjuster",
+    "GA3C",
+    "GA3CConfig",
+    "Learner",
+    "LearnerConfig",
+    "Predictor",
+    "Queues",
+    "Stats",
+    "Trainer",
+    "a3c_loss",
+    "build",
+    "make_network",
+    "n_step_returns",
+]
+
+
+def __getattr__(name):
+  if name not in _MODULES:
+    raise AttributeError(f"module 'tfrl.ga3c' has no attribute {name!r}")
+  value = getattr(importlib.import_module(f"tfrl.ga3c.{_MODULES[name]}"), name)
+  globals()[name] = value
+  return value

@@ -12,7 +12,6 @@ from absl import flags
 
 from tfrl import cli
 from tfrl import flagconfig
-from tfrl import run_loop
 from tfrl.ga3c.config import GA3CConfig
 from tfrl.layers import distribution
 from tfrl.layers import flags as layer_flags
@@ -38,6 +37,9 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
   config = config_from_flags()
+  # Imported once the flags are checked: a bad flag is answered without
+  # TensorFlow's import (seconds).
+  from tfrl import run_loop  # pylint: disable=import-outside-toplevel
   from tfrl.ga3c import system  # pylint: disable=import-outside-toplevel
   run_loop.run(system.build(config), flags_text=flags.FLAGS.flags_into_string())
 

@@ -11,27 +11,34 @@ Public API:
 Flags: `tfrl.layers.flags.define_layer_flags`, `layer_plan_from_flags`.
 """
 
-from tfrl.layers.base import Layer
-from tfrl.layers.circulant import BlockCirculantDense
-from tfrl.layers.compression import CompressionTracker
-from tfrl.layers.compression import compression_report
-from tfrl.layers.dense import Conv2D
-from tfrl.layers.dense import Dense
-from tfrl.layers.export import copy_variables
-from tfrl.layers.export import pack
-from tfrl.layers.factory import after_apply
-from tfrl.layers.factory import after_update
-from tfrl.layers.factory import layers_of
-from tfrl.layers.factory import make_conv2d
-from tfrl.layers.factory import make_dense
-from tfrl.layers.gst import GSTDense
-from tfrl.layers.gst import RewardAwareConfig
-from tfrl.layers.gst import RewardAwareController
-from tfrl.layers.pruned import PackedKernel
-from tfrl.layers.pruned import PrunedConv2D
-from tfrl.layers.pruned import PrunedDense
-from tfrl.layers.spec import LayerPlan
-from tfrl.layers.spec import LayerSpec
+import importlib
+
+# Each name's module, imported when the name is first asked for: the entry
+# points read `tfrl.layers.spec` and `tfrl.layers.flags` to parse their flags,
+# and a bad flag is answered before TensorFlow (seconds of import) is loaded.
+_MODULES = {
+    "BlockCirculantDense": "circulant",
+    "CompressionTracker": "compression",
+    "Conv2D": "dense",
+    "Dense": "dense",
+    "GSTDense": "gst",
+    "Layer": "base",
+    "LayerPlan": "spec",
+    "LayerSpec": "spec",
+    "PackedKernel": "pruned",
+    "PrunedConv2D": "pruned",
+    "PrunedDense": "pruned",
+    "RewardAwareConfig": "reward_aware_config",
+    "RewardAwareController": "gst",
+    "after_apply": "factory",
+    "after_update": "factory",
+    "compression_report": "compression",
+    "copy_variables": "export",
+    "layers_of": "factory",
+    "make_conv2d": "factory",
+    "make_dense": "factory",
+    "pack": "export",
+}
 
 __all__ = [
     "BlockCirculantDense", "CompressionTracker", "Conv2D", "Dense", "GSTDense", "Layer",
@@ -39,3 +46,11 @@ __all__ = [
     "RewardAwareConfig", "RewardAwareController", "after_apply", "after_update",
     "compression_report", "copy_variables", "layers_of", "make_conv2d", "make_dense", "pack",
 ]
+
+
+def __getattr__(name):
+  if name not in _MODULES:
+    raise AttributeError(f"module 'tfrl.layers' has no attribute {name!r}")
+  value = getattr(importlib.import_module(f"tfrl.layers.{_MODULES[name]}"), name)
+  globals()[name] = value
+  return value

@@ -14,7 +14,7 @@ import dataclasses
 from absl import flags
 
 from tfrl import flagconfig
-from tfrl.layers import gst
+from tfrl.layers import reward_aware_config
 from tfrl.layers import spec as spec_lib
 
 
@@ -93,9 +93,9 @@ class LayerFlags:
     return spec_lib.LayerPlan.parse(self.layer_plan, default=self.spec(),
                                     distribution=self.sparsity_distribution)
 
-  def reward_aware(self) -> gst.RewardAwareConfig:
+  def reward_aware(self) -> reward_aware_config.RewardAwareConfig:
     """The reward-aware controller's thresholds (bounded by the pruning flags)."""
-    return gst.RewardAwareConfig(
+    return reward_aware_config.RewardAwareConfig(
         initial_sparsity=self.pruning_initial_sparsity,
         min_sparsity=min(self.gst_min_sparsity, self.pruning_initial_sparsity),
         max_sparsity=self.target_sparsity, window=self.gst_window,
@@ -127,5 +127,6 @@ def layer_plan_from_flags(fv: flags.FlagValues = flags.FLAGS) -> spec_lib.LayerP
   return layer_flags(fv).plan()
 
 
-def reward_aware_config_from_flags(fv: flags.FlagValues = flags.FLAGS) -> gst.RewardAwareConfig:
+def reward_aware_config_from_flags(
+    fv: flags.FlagValues = flags.FLAGS) -> reward_aware_config.RewardAwareConfig:
   return layer_flags(fv).reward_aware()

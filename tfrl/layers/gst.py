@@ -31,7 +31,6 @@ layers by ERK, `tfrl.layers.distribution`); each layer re-prunes to it on its
 next pruning step (backing off re-enables the smallest pruned weights, at zero).
 """
 
-import dataclasses
 import math
 from typing import Iterable
 
@@ -44,6 +43,7 @@ from tfrl.layers import distribution
 from tfrl.layers import dual_mode
 from tfrl.layers import pruned
 from tfrl.layers import spec as spec_lib
+from tfrl.layers.reward_aware_config import RewardAwareConfig
 
 
 def chooses_circulant(spec: spec_lib.LayerSpec, fan_in: int, units: int) -> bool:
@@ -92,39 +92,6 @@ class GSTDense(base.Layer):
 
   def _forward(self, x):
     return self.inner(x)
-
-
-@dataclasses.dataclass(frozen=True)
-class RewardAwareConfig:
-  """Thresholds of the reward-aware rule (see module docstring)."""
-
-  initial_sparsity: float = 0.0
-  min_sparsity: float = 0.0
-  max_sparsity: float = 0.9
-  window: int = 10
-  tolerance: float = 0.05
-  backoff: float = 0.2
-  step_up: float = 0.05
-  step_down: float = 0.1
-  reward_scale: float = 1.0
-  distribution: str = "uniform"
-
-  def __post_init__(self):
-    if self.distribution not in spec_lib.DISTRIBUTIONS:
-      raise ValueError(f"RewardAwareConfig.distribution must be one of "
-                       f"{spec_lib.DISTRIBUTIONS}, got {self.distribution!r}.")
-    for f in ("initial_sparsity", "min_sparsity", "max_sparsity"):
-      if not 0.0 <= getattr(self, f) < 1.0:
-        raise ValueError(f"RewardAwareConfig.{f} must be in [0, 1), got {getattr(self, f)!r}.")
-    if not self.min_sparsity <= self.initial_sparsity <= self.max_sparsity:
-      raise ValueError("RewardAwareConfig needs min_sparsity <= initial_sparsity <= max_sparsity.")
-    if self.window < 1:
-      raise ValueError(f"RewardAwareConfig.window must be >= 1, got {self.window}.")
-    for f in ("tolerance", "backoff", "step_up", "step_down", "reward_scale"):
-      if getattr(self, f) < 0:
-        raise ValueError(f"RewardAwareConfig.{f} must be >= 0, got {getattr(self, f)!r}.")
-    if self.backoff < self.tolerance:
-      raise ValueError("RewardAwareConfig needs backoff >= tolerance.")
 
 
 def reward_aware_layers(modules) -> list:

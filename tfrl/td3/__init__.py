@@ -7,13 +7,27 @@ See `tfrl/td3/loop.py` for the loop, `tfrl/td3/phase.py` for a training phase
 update.
 """
 
-from tfrl.td3.config import RunSettings
-from tfrl.td3.config import TD3Config
-from tfrl.td3.learner import TD3Learner
-from tfrl.td3.networks import Actor
-from tfrl.td3.networks import Critic
-from tfrl.td3.replay import ReplayBuffer
-from tfrl.td3.loop import build
+import importlib
+
+# Each name's module, imported when the name is first asked for: the entry
+# point parses and checks its flags (config.py) before TensorFlow is loaded.
+_MODULES = {
+    "Actor": "networks",
+    "Critic": "networks",
+    "ReplayBuffer": "replay",
+    "RunSettings": "config",
+    "TD3Config": "config",
+    "TD3Learner": "learner",
+    "build": "loop",
+}
 
 __all__ = ["Actor", "Critic", "ReplayBuffer", "RunSettings", "TD3Config", "TD3Learner",
            "build"]
+
+
+def __getattr__(name):
+  if name not in _MODULES:
+    raise AttributeError(f"module 'tfrl.td3' has no attribute {name!r}")
+  value = getattr(importlib.import_module(f"tfrl.td3.{_MODULES[name]}"), name)
+  globals()[name] = value
+  return value

@@ -8,10 +8,8 @@ from absl import flags
 
 from tfrl import cli
 from tfrl import flagconfig
-from tfrl import run_loop
 from tfrl.layers import flags as layer_flags
 from tfrl.td3 import config as config_lib
-from tfrl.td3 import loop
 
 flagconfig.define(config_lib.TD3Config)
 layer_flags.define_layer_flags()
@@ -29,7 +27,12 @@ def config_from_flags(fv=FLAGS) -> config_lib.TD3Config:
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-  summary = run_loop.run(loop.build(config_from_flags()), flags_text=FLAGS.flags_into_string())
+  config = config_from_flags()
+  # Imported once the flags are checked: a bad flag is answered without
+  # TensorFlow's import (seconds).
+  from tfrl import run_loop  # pylint: disable=import-outside-toplevel
+  from tfrl.td3 import loop  # pylint: disable=import-outside-toplevel
+  summary = run_loop.run(loop.build(config), flags_text=FLAGS.flags_into_string())
   summary = {k: v for k, v in summary.items() if k != "layers"}
   print(json.dumps(summary))
 
