@@ -11,6 +11,7 @@ from tfrl.es import virtual_batch_norm as vbn
 from tfrl.neuroevolution import cli as ne_cli
 from tfrl.neuroevolution import runner
 from tfrl.neuroevolution import settings
+from tfrl.ops import reference
 
 
 def _config(algorithm_cls, *args, exclude=(), **overrides):
@@ -22,6 +23,10 @@ def _config(algorithm_cls, *args, exclude=(), **overrides):
 
 
 class ConfigTest(absltest.TestCase):
+
+  def test_settings_name_the_dtypes_the_population_ops_take(self):
+    # settings (free of TensorFlow, for the flags) writes them out; the ops own them.
+    self.assertEqual(settings.CONV_INPUT_DTYPES, reference.CONV_INPUT_DTYPES)
 
   def test_defaults_and_parts(self):
     config = _config(ga.GAConfig, "--population=8", "--truncation=20", "--seed=3",

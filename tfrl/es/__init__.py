@@ -8,22 +8,33 @@ Python, `run_loop.run(es.build(config))` with a `NeuroevolutionConfig` whose
 search: `tfrl/neuroevolution/`.
 """
 
-from typing import Callable
+import importlib
+from typing import Callable, Optional
 
-from tfrl import run_loop
-from tfrl.es.evolution_strategy import ESConfig
-from tfrl.es.evolution_strategy import EvolutionStrategy
-from tfrl.es.evolution_strategy import centered_ranks
-from tfrl.es.evolution_strategy import estimate_gradient
-from tfrl.es.virtual_batch_norm import VBNConfig
-from tfrl.neuroevolution import runner
+from tfrl.es.config import ESConfig
+from tfrl.es.config import VBNConfig
 from tfrl.neuroevolution import settings
+
+# Imported when first asked for (they need TensorFlow): the entry point reads
+# the configs above before it is loaded.
+_NAMES = {"EvolutionStrategy": "evolution_strategy", "centered_ranks": "evolution_strategy",
+          "estimate_gradient": "evolution_strategy"}
 
 
 def build(config: settings.NeuroevolutionConfig,
-          print_fn: Callable[[str], None] = runner.print_now) -> run_loop.Job:
-  """The ES run of `config` for `run_loop.run`."""
-  return runner.build(config, EvolutionStrategy, print_fn)
+          print_fn: Optional[Callable[[str], None]] = None):
+  """The ES run of `config` for `run_loop.run` (a `run_loop.Job`); `print_fn`:
+  the console's (default: `runner.print_now`)."""
+  from tfrl.neuroevolution import runner  # pylint: disable=import-outside-toplevel
+  return runner.build(config, __getattr__("EvolutionStrategy"), print_fn or runner.print_now)
+
+
+def __getattr__(name):
+  if name not in _NAMES:
+    raise AttributeError(f"module 'tfrl.es' has no attribute {name!r}")
+  value = getattr(importlib.import_module(f"tfrl.es.{_NAMES[name]}"), name)
+  globals()[name] = value
+  return value
 
 
 __all__ = ["ESConfig", "EvolutionStrategy", "VBNConfig", "build", "centered_ranks",

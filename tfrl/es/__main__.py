@@ -10,7 +10,6 @@ from absl import flags
 from tfrl import cli
 from tfrl import es
 from tfrl import flagconfig
-from tfrl import run_loop
 from tfrl.neuroevolution import cli as ne_cli
 
 FLAGS = flags.FLAGS
@@ -31,6 +30,7 @@ def config_from_flags(fv: flags.FlagValues = FLAGS) -> ne_cli.NeuroevolutionConf
 
 def main(argv):
   ne_cli.check_argv(argv)
+  from tfrl import run_loop  # pylint: disable=import-outside-toplevel
   run_loop.run(es.build(config_from_flags()), flags_text=FLAGS.flags_into_string())
 
 

@@ -23,21 +23,19 @@ perturbations' episodes update them after the centre's evaluation. The
 exported elite is the centre with the statistics it was scored with.
 """
 
-import dataclasses
 import time
 from typing import Dict, Optional
 
 import numpy as np
 
-from tfrl import flagconfig
 from tfrl.es import virtual_batch_norm as vbn_lib
 from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import genome as genome_lib
 from tfrl.neuroevolution import search
-from tfrl.neuroevolution import settings
 from tfrl.neuroevolution import timing
 from tfrl.neuroevolution.metrics import generation_metrics
 from tfrl.neuroevolution.metrics import rankable
+from tfrl.es.config import ESConfig
 
 # The evaluation calls of a generation, for `evaluators.episode_seeds`.
 PERTURBATION_PHASE, CENTER_PHASE = 0, 1
@@ -93,32 +91,6 @@ class Adam:
     self.v = self.beta2 * self.v + (1 - self.beta2) * g * g
     a = self.learning_rate * np.sqrt(1 - self.beta2 ** self.t) / (1 - self.beta1 ** self.t)
     return (theta + a * self.m / (np.sqrt(self.v) + self.eps)).astype(np.float32)
-
-
-@dataclasses.dataclass(frozen=True)
-class ESConfig(settings.SearchConfig):
-  """ES's settings (and `population`, `seed`, `episodes_per_eval` of
-  `SearchConfig`: here evaluations per generation, pairs = population / 2);
-  those made with `flagconfig.field` are flags of `tfrl.es`."""
-  sigma: float = flagconfig.field(0.02, "Perturbation scale.")
-  learning_rate: float = flagconfig.field(0.01, "Adam step size.")
-  l2: float = flagconfig.field(0.005, "L2 weight decay coefficient.")
-  center_episodes: int = flagconfig.field(
-      5, "Episodes of the centre's evaluation (elite score).")
-  fitness_shaping: bool = flagconfig.field(
-      True, "Centered ranks instead of raw returns.")
-  vbn: Optional[vbn_lib.VBNConfig] = None  # virtual batch norm (None: off)
-
-  def __post_init__(self):
-    if self.population < 2 or self.population % 2:
-      raise ValueError(f"ES population must be even (mirrored sampling) and >= 2, got "
-                       f"{self.population}.")
-    if self.sigma <= 0 or self.learning_rate <= 0 or self.l2 < 0:
-      raise ValueError("ES needs sigma > 0, learning_rate > 0, l2 >= 0.")
-    if self.episodes_per_eval < 1 or self.center_episodes < 1:
-      raise ValueError("episodes_per_eval and center_episodes must be >= 1.")
-    if self.vbn is not None and not isinstance(self.vbn, vbn_lib.VBNConfig):
-      raise ValueError(f"ESConfig.vbn must be a VBNConfig or None, got {self.vbn!r}.")
 
 
 class EvolutionStrategy(search.Search):

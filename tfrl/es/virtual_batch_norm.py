@@ -37,49 +37,15 @@ Usage:
     stats = norm.apply(n)                                   # [n, S], folded in
 """
 
-import dataclasses
 from typing import List, Tuple
 
 import numpy as np
 import tensorflow as tf
 
-from tfrl import flagconfig
 from tfrl.neuroevolution import population_net
 from tfrl.neuroevolution import single_network
 from tfrl.ops import population as pop_ops
-
-
-@dataclasses.dataclass(frozen=True)
-class VBNConfig:
-  """Virtual batch norm settings.
-
-  Attributes:
-    reference_size: observations in the reference batch.
-    keep_probability: random-action play keeps each observation of each env
-      slot with this probability, so that the batch spreads over episodes
-      rather than holding only their first frames (OpenAI-ES kept frames of
-      random play with probability 0.01).
-    epsilon: added to the variance.
-    max_rows: rows (networks x reference_size) per statistics call; bounds
-      the memory of the statistics pass.
-  """
-
-  reference_size: int = flagconfig.field(
-      128, "Observations in the virtual batch norm reference batch.")
-  keep_probability: float = 0.01
-  epsilon: float = 1e-5
-  max_rows: int = 512
-
-  def __post_init__(self):
-    if isinstance(self.reference_size, bool) or int(self.reference_size) < 2:
-      raise ValueError(f"--vbn_reference_size must be >= 2, got {self.reference_size!r}.")
-    if not 0.0 < self.keep_probability <= 1.0:
-      raise ValueError(
-          f"VBN keep_probability must be in (0, 1], got {self.keep_probability!r}.")
-    if self.epsilon <= 0:
-      raise ValueError(f"VBN epsilon must be > 0, got {self.epsilon!r}.")
-    if self.max_rows < 1:
-      raise ValueError(f"VBN max_rows must be >= 1, got {self.max_rows!r}.")
+from tfrl.es.config import VBNConfig
 
 
 def collect_reference_batch(env, size: int, rng: np.random.Generator,

@@ -6,23 +6,33 @@ Python, `run_loop.run(ga.build(config))` with a `NeuroevolutionConfig` whose
 what it shares with ES and random search: `tfrl/neuroevolution/`.
 """
 
-from typing import Callable
+import importlib
+from typing import Callable, Optional
 
-from tfrl import run_loop
-from tfrl.ga.genetic_algorithm import GAConfig
-from tfrl.ga.genetic_algorithm import GeneticAlgorithm
-from tfrl.ga.genetic_algorithm import SELECTION_FIELDS
-from tfrl.neuroevolution import runner
+from tfrl.ga.config import GAConfig
+from tfrl.ga.config import SELECTION_FIELDS
 from tfrl.neuroevolution import settings
 
 
 def build(config: settings.NeuroevolutionConfig,
-          print_fn: Callable[[str], None] = runner.print_now) -> run_loop.Job:
-  """The GA run of `config` for `run_loop.run`."""
+          print_fn: Optional[Callable[[str], None]] = None):
+  """The GA run of `config` for `run_loop.run` (a `run_loop.Job`); `print_fn`:
+  the console's (default: `runner.print_now`)."""
   if isinstance(config.algorithm, GAConfig) and config.algorithm.random_search:
     raise ValueError("a GAConfig with random_search=True is random search: "
                      "tfrl.random_search.build runs it.")
-  return runner.build(config, GeneticAlgorithm, print_fn)
+  # Imported here, as the algorithm itself below: the package's configs are
+  # read by the entry points before TensorFlow is loaded.
+  from tfrl.neuroevolution import runner  # pylint: disable=import-outside-toplevel
+  return runner.build(config, __getattr__("GeneticAlgorithm"), print_fn or runner.print_now)
+
+
+def __getattr__(name):
+  if name != "GeneticAlgorithm":
+    raise AttributeError(f"module 'tfrl.ga' has no attribute {name!r}")
+  value = importlib.import_module("tfrl.ga.genetic_algorithm").GeneticAlgorithm
+  globals()[name] = value
+  return value
 
 
 __all__ = ["GAConfig", "GeneticAlgorithm", "SELECTION_FIELDS", "build"]

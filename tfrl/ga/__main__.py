@@ -9,7 +9,6 @@ from absl import flags
 from tfrl import cli
 from tfrl import flagconfig
 from tfrl import ga
-from tfrl import run_loop
 from tfrl.neuroevolution import cli as ne_cli
 
 FLAGS = flags.FLAGS
@@ -22,6 +21,7 @@ def config_from_flags(fv: flags.FlagValues = FLAGS) -> ne_cli.NeuroevolutionConf
 
 def main(argv):
   ne_cli.check_argv(argv)
+  from tfrl import run_loop  # pylint: disable=import-outside-toplevel
   run_loop.run(ga.build(config_from_flags()), flags_text=FLAGS.flags_into_string())
 
 

@@ -12,12 +12,49 @@ Here: the search's common part (`search.Search`), its run in the run skeleton
 observation normalization. This package imports none of the algorithms.
 """
 
-from tfrl.neuroevolution.checkpoint import load as load_checkpoint
-from tfrl.neuroevolution.checkpoint import save as save_checkpoint
-from tfrl.neuroevolution.evaluation import EvalResult, PipelinedEvaluator
-from tfrl.neuroevolution.genome import Genome, ParamBuilder
-from tfrl.neuroevolution.noise import NoiseTable
-from tfrl.neuroevolution.population_net import NetworkConfig, ParamLayout, PopulationNetwork
-from tfrl.neuroevolution.search import Search
-from tfrl.neuroevolution.settings import NeuroevolutionConfig, SearchConfig
-from tfrl.neuroevolution.single_network import SingleNetwork
+import importlib
+
+# Each name's (module, attribute), imported when the name is first asked for:
+# the entry points parse and check their flags before TensorFlow is loaded.
+_NAMES = {
+    "EvalResult": ("evaluation", "EvalResult"),
+    "Genome": ("genome", "Genome"),
+    "NetworkConfig": ("population_net", "NetworkConfig"),
+    "NeuroevolutionConfig": ("settings", "NeuroevolutionConfig"),
+    "NoiseTable": ("noise", "NoiseTable"),
+    "ParamBuilder": ("genome", "ParamBuilder"),
+    "ParamLayout": ("population_net", "ParamLayout"),
+    "PipelinedEvaluator": ("evaluation", "PipelinedEvaluator"),
+    "PopulationNetwork": ("population_net", "PopulationNetwork"),
+    "Search": ("search", "Search"),
+    "SearchConfig": ("settings", "SearchConfig"),
+    "SingleNetwork": ("single_network", "SingleNetwork"),
+    "load_checkpoint": ("checkpoint", "load"),
+    "save_checkpoint": ("checkpoint", "save"),
+}
+
+__all__ = [
+    "EvalResult",
+    "Genome",
+    "NetworkConfig",
+    "NeuroevolutionConfig",
+    "NoiseTable",
+    "ParamBuilder",
+    "ParamLayout",
+    "PipelinedEvaluator",
+    "PopulationNetwork",
+    "Search",
+    "SearchConfig",
+    "SingleNetwork",
+    "load_checkpoint",
+    "save_checkpoint",
+]
+
+
+def __getattr__(name):
+  if name not in _NAMES:
+    raise AttributeError(f"module 'tfrl.neuroevolution' has no attribute {name!r}")
+  module, attribute = _NAMES[name]
+  value = getattr(importlib.import_module(f"tfrl.neuroevolution.{module}"), attribute)
+  globals()[name] = value
+  return value

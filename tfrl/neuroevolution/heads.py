@@ -23,7 +23,8 @@ from typing import Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
-SQUASHES = ("tanh", "linear")
+from tfrl.neuroevolution.settings import SQUASHES
+
 
 
 @dataclasses.dataclass(frozen=True)

@@ -38,35 +38,9 @@ from typing import Iterable, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from tfrl import flagconfig
+from tfrl.neuroevolution.settings import NormalizationConfig
 
 MIN_VARIANCE = 1e-2
-
-
-@dataclasses.dataclass(frozen=True)
-class NormalizationConfig:
-  """Observation normalization (flags --obs_norm, --obs_norm_fraction, --obs_norm_clip)."""
-
-  enabled: bool = flagconfig.field(
-      False, "Normalize observations by running mean / std (vector observations), "
-      "updated once per generation from a fraction of the episodes.", flag="obs_norm")
-  fraction: float = flagconfig.field(
-      0.01, "With --obs_norm: the fraction of the population's episodes whose "
-      "observations update the statistics (chosen by their seeds).",
-      flag="obs_norm_fraction")
-  clip: float = flagconfig.field(
-      5.0, "With --obs_norm: normalized observations are clipped to [-clip, clip].",
-      flag="obs_norm_clip")
-
-  def __post_init__(self):
-    if not 0.0 < self.fraction <= 1.0:
-      raise ValueError(f"--obs_norm_fraction must be in (0, 1], got {self.fraction}.")
-    if not self.clip > 0.0:
-      raise ValueError(f"--obs_norm_clip must be > 0, got {self.clip}.")
-
-  def identity(self) -> Optional[dict]:
-    """What a checkpoint records of it (None: off)."""
-    return {"fraction": self.fraction, "clip": self.clip} if self.enabled else None
 
 
 def chosen(seeds: np.ndarray, fraction: float) -> np.ndarray:

@@ -38,7 +38,7 @@ turns the policy outputs into actions (argmax, or bounded continuous actions).
 
 import dataclasses
 import zlib
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -51,63 +51,13 @@ from tfrl.neuroevolution import heads
 from tfrl.neuroevolution import kernel_storage
 from tfrl.ops import population as pop_ops
 from tfrl.ops import population_delta as delta_ops
+# The network's config and its archs, defined with the run's settings (free of
+# TensorFlow); named here too, where the network is built.
+from tfrl.neuroevolution.settings import ARCHS  # pylint: disable=unused-import
+from tfrl.neuroevolution.settings import NetworkConfig
 
-ARCHS = ("mlp", "small", "large")
 # The conv archs are the nets of tfrl.networks (with VALID padding).
 _CONV_NETS = {"small": networks.CONV_NETS["atari"], "large": networks.CONV_NETS["nature"]}
-WEIGHT_DTYPES = ("float32", "bfloat16")
-CONV_INPUT_DTYPES = pop_ops.CONV_INPUT_DTYPES
-ACTIVATIONS = ("relu", "tanh")
-
-
-@dataclasses.dataclass(frozen=True)
-class NetworkConfig:
-  """Which population network to build.
-
-  Attributes:
-    arch: `mlp`, `small` or `large`.
-    hidden: dense sizes of the `mlp` arch.
-    layer_plan: a `tfrl.layers.LayerPlan` (or LayerSpec / None = dense).
-    use_op: True: the compiled op (ImportError if missing); False: the pure-TF
-      reference; None: the op when it is built.
-    weight_dtype: `float32`, or `bfloat16`: the kernels are stored rounded to
-      bfloat16 (biases stay float32) and widened exactly in the op, with
-      float32 arithmetic. On a CPU a population's dense layers are bound by
-      reading every network's kernel once per step, so this about halves their time;
-      the network played (and exported) is the one with the rounded kernels.
-    conv_input_dtype: `float32`, or `bfloat16` (needs `weight_dtype="bfloat16"`):
-      every convolution rounds its input to bfloat16 (nearest, ties to even)
-      and accumulates the products in float32, in AMX tiles on CPUs that have
-      AMX-BF16 (several times the float32 rate). The played and exported
-      network rounds its convolution inputs the same way. No effect on `mlp`.
-    activation: of the hidden layers, `relu`, or `tanh` (the `mlp` only).
-  """
-
-  arch: str = "large"
-  hidden: Tuple[int, ...] = (64, 64)
-  layer_plan: object = None
-  use_op: Optional[bool] = None
-  weight_dtype: str = "float32"
-  conv_input_dtype: str = "float32"
-  activation: str = "relu"
-
-  def __post_init__(self):
-    if self.arch not in ARCHS:
-      raise ValueError(f"NetworkConfig.arch must be one of {ARCHS}, got {self.arch!r}.")
-    if any(int(h) < 1 for h in self.hidden):
-      raise ValueError(f"NetworkConfig.hidden sizes must be >= 1, got {self.hidden!r}.")
-    if self.weight_dtype not in WEIGHT_DTYPES:
-      raise ValueError(f"NetworkConfig.weight_dtype must be one of {WEIGHT_DTYPES}, "
-                       f"got {self.weight_dtype!r}.")
-    if self.conv_input_dtype not in CONV_INPUT_DTYPES:
-      raise ValueError(f"NetworkConfig.conv_input_dtype must be one of "
-                       f"{CONV_INPUT_DTYPES}, got {self.conv_input_dtype!r}.")
-    if self.conv_input_dtype == "bfloat16" and self.weight_dtype != "bfloat16":
-      raise ValueError("conv_input_dtype='bfloat16' requires weight_dtype='bfloat16' "
-                       f"(bfloat16 kernels), got weight_dtype={self.weight_dtype!r}.")
-    if self.activation not in (ACTIVATIONS if self.arch == "mlp" else ("relu",)):
-      raise ValueError(f"--activation must be relu, or tanh for the mlp; got "
-                       f"{self.activation!r} for arch {self.arch!r}.")
 
 
 @dataclasses.dataclass

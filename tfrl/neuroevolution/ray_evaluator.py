@@ -35,61 +35,18 @@ from typing import Callable, Dict, List, Optional
 
 import numpy as np
 
-from tfrl import flagconfig
 from tfrl import ray_cluster
 from tfrl.neuroevolution import evaluators
 from tfrl.neuroevolution import genome as genome_lib
 from tfrl.neuroevolution import normalization
 from tfrl.neuroevolution import worker as worker_lib
+from tfrl.neuroevolution.settings import RayConfig
 
 Genome = genome_lib.Genome
 
 
 WorkersLost = evaluators.WorkersLost
 LOOPBACK_ENV = ray_cluster.LOOPBACK_ENV
-
-
-@dataclasses.dataclass(frozen=True)
-class RayConfig:
-  """Where and how the population is played on Ray (flags --ray_<field>)."""
-
-  address: str = flagconfig.field(
-      "", "'' (default): evaluate in this process, without Ray. 'local': start a "
-      "Ray instance inside this process. 'auto' or HOST:PORT: join a running Ray "
-      "cluster (`ray start --head` on one machine, `ray start --address=HOST:PORT` "
-      "on the others).")
-  workers: int = flagconfig.field(2, "Ray actors that play the population.")
-  worker_cpus: float = flagconfig.field(
-      1.0, "CPUs each Ray worker reserves; its TF thread pools are sized to them.")
-  worker_envs: int = flagconfig.field(0, "Env slots per Ray worker (0: --num_envs).")
-  worker_slot_groups: int = flagconfig.field(
-      0, "Slot groups per Ray worker (0: --slot_groups).")
-  chunks_per_worker: int = flagconfig.field(
-      2, "Chunks a generation is cut into, per worker: more balance the workers "
-      "better and lose less when one dies; fewer cost less dispatch.")
-  max_worker_restarts: int = flagconfig.field(
-      4, "Replacement workers started in a run for workers that died (0: none).")
-  worker_start_timeout: float = flagconfig.field(
-      300.0, "Seconds to wait for the workers to start, and for a replacement "
-      "when no worker is left.")
-  noise: str = flagconfig.field(
-      "seed", "How a worker gets the noise table: 'seed' rebuilds it from its seed; "
-      "'object_store' reads the driver's copy once through Ray's object store.",
-      choices=("seed", "object_store"))
-
-  def __post_init__(self):
-    if self.workers < 1:
-      raise ValueError(f"--ray_workers must be >= 1, got {self.workers}.")
-    if self.worker_cpus <= 0:
-      raise ValueError(f"--ray_worker_cpus must be > 0, got {self.worker_cpus}.")
-    if self.worker_envs < 0 or self.worker_slot_groups < 0:
-      raise ValueError("--ray_worker_envs and --ray_worker_slot_groups must be >= 0.")
-    if self.chunks_per_worker < 1:
-      raise ValueError(f"--ray_chunks_per_worker must be >= 1, got "
-                       f"{self.chunks_per_worker}.")
-    if self.max_worker_restarts < 0 or self.worker_start_timeout <= 0:
-      raise ValueError("--ray_max_worker_restarts must be >= 0 and "
-                       "--ray_worker_start_timeout > 0.")
 
 
 @dataclasses.dataclass

@@ -12,7 +12,6 @@ from tfrl import cli
 from tfrl import flagconfig
 from tfrl import ga
 from tfrl import random_search
-from tfrl import run_loop
 from tfrl.neuroevolution import cli as ne_cli
 
 FLAGS = flags.FLAGS
@@ -27,6 +26,7 @@ def config_from_flags(fv: flags.FlagValues = FLAGS) -> ne_cli.NeuroevolutionConf
 
 def main(argv):
   ne_cli.check_argv(argv)
+  from tfrl import run_loop  # pylint: disable=import-outside-toplevel
   run_loop.run(random_search.build(config_from_flags()),
                flags_text=FLAGS.flags_into_string())
 
