@@ -33,6 +33,33 @@ class BadInputTest(parameterized.TestCase):
     self.assertTrue(last.startswith(f"{module}: error: "), last)
     self.assertIn(expected, last)
 
+  @parameterized.parameters(
+      ("tfrl.td3", ["--env=Pendulum-v1", "--batch_size=0"], "batch_size must be >= 1"),
+      ("tfrl.td3", ["--env=Pendulum-v1", "--dense_layer=bogus"], "--dense_layer=bogus"),
+      ("tfrl.ga3c", ["--env=CartPole-v1", "--profile_steps=7"], "--profile_steps"),
+      ("tfrl.ga3c", ["--env=CartPole-v1", "--no_such_flag"], "no_such_flag"),
+      ("tfrl.ga", ["--env=CartPole-v1", "--population=-3"], "population must be >= 2"),
+      ("tfrl.es", ["--env=CartPole-v1", "--virtual_batch_norm", "--vbn_reference_size=1"],
+       "--vbn_reference_size must be >= 2"),
+      ("tfrl.random_search", ["--env=CartPole-v1", "--arch=mlp", "--activation=sigmoid"],
+       "--activation"),
+  )
+  def test_refused_before_tensorflow_is_imported(self, module, args, expected):
+    # Flags are parsed and checked first: a bad one costs no TensorFlow import.
+    script = ("import runpy, sys\n"
+              "sys.argv = [sys.argv[1], *sys.argv[2:]]\n"
+              "try:\n"
+              "  runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n"
+              "finally:\n"
+              "  print('tensorflow' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", script, module, *args],
+                         env=dict(os.environ, PYTHONPATH=_ROOT), cwd=_ROOT,
+                         capture_output=True, text=True, timeout=180)
+    self.assertEqual(out.returncode, 2, out.stderr[-2000:])
+    self.assertEqual(out.stdout.split(), ["False"])
+    self.assertEqual(len(out.stderr.strip().splitlines()), 1, out.stderr)
+    self.assertIn(expected, out.stderr)
+
   def test_a_full_disk_is_one_line_and_exit_code_1(self):
     script = ("import errno\n"
               "from tfrl import cli\n"
