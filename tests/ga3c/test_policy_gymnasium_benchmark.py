@@ -34,7 +34,7 @@ def policy(tmp_path_factory):
 
 def test_plays_every_episode_in_gymnasium_without_tfrl(policy, tmp_path):
   output = tmp_path / "scores.json"
-  out = _run([_SCRIPT, f"--policy={policy}", "--episodes=2", "--sticky=0,0.25",
+  out = _run([_SCRIPT, f"--policy={policy}", "--episodes=1", "--sticky=0,0.25",
               f"--output={output}"], timeout=300)
   assert out.returncode == 0, out.stderr[-3000:]
   record = json.loads(output.read_text())
@@ -42,12 +42,13 @@ def test_plays_every_episode_in_gymnasium_without_tfrl(policy, tmp_path):
   assert record["game"] == "PongNoFrameskip-v4"
   assert [s["repeat_action_probability"] for s in record["settings"]] == [0.0, 0.25]
   for setting in record["settings"]:
-    assert setting["episodes"] == 2 and len(setting["scores"]) == 2
+    # One game per setting (an untrained policy's Pong game is thousands of steps).
+    assert setting["episodes"] == 1 and len(setting["scores"]) == 1
     for score, steps in zip(setting["scores"], setting["steps"]):
       # A Pong game ends when one side has 21 points: never a draw.
       assert -21 <= score <= 21 and score != 0, setting
       assert steps > 0
-    assert setting["mean"] == pytest.approx(sum(setting["scores"]) / 2)
+    assert setting["mean"] == pytest.approx(setting["scores"][0])
   assert "repeat_action_probability" in out.stdout
 
 
