@@ -11,6 +11,8 @@ import tempfile
 from absl.testing import absltest
 from absl.testing import parameterized
 
+from tfrl import cli
+
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -59,6 +61,32 @@ class BadInputTest(parameterized.TestCase):
     self.assertEqual(out.stdout.split(), ["False"])
     self.assertEqual(len(out.stderr.strip().splitlines()), 1, out.stderr)
     self.assertIn(expected, out.stderr)
+
+  def test_tensorflow_flags_are_the_ones_its_import_defines(self):
+    script = ("import sys\n"
+              "from absl import flags\n"
+              "import tfrl.ga.__main__, tfrl.es.__main__, tfrl.td3.__main__, tfrl.ga3c.__main__\n"
+              "before = set(flags.FLAGS)\n"
+              "import tfrl.ga3c.system, tfrl.td3.loop, tfrl.neuroevolution.runner, tfrl.run_loop\n"
+              "print(' '.join(sorted(set(flags.FLAGS) - before)))\n")
+    out = subprocess.run([sys.executable, "-c", script], env=dict(os.environ, PYTHONPATH=_ROOT),
+                         cwd=_ROOT, capture_output=True, text=True, timeout=180, check=True)
+    self.assertEqual(out.stdout.split(), sorted(cli.TENSORFLOW_FLAGS))
+
+  def test_an_older_flags_file_with_tensorflows_flags_still_parses(self):
+    # Written when the entry points imported TensorFlow before parsing: its
+    # flags are there. They parse (after its import); the file's own bad value
+    # is then what is refused.
+    path = os.path.join(tempfile.mkdtemp(), "flags.txt")
+    with open(path, "w") as f:
+      f.write("--env=Pendulum-v1\n--test_random_seed=301\n--batch_size=0\n")
+    out = subprocess.run([sys.executable, "-m", "tfrl.td3", f"--flagfile={path}",
+                          f"--logdir={os.path.join(os.path.dirname(path), 'run')}"],
+                         env=dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL="3"),
+                         cwd=_ROOT, capture_output=True, text=True, timeout=180)
+    self.assertEqual(out.returncode, 2, out.stderr[-2000:])
+    self.assertEqual(out.stderr.strip().splitlines()[-1],
+                     "tfrl.td3: error: TD3Config.batch_size must be >= 1, got 0.")
 
   def test_a_full_disk_is_one_line_and_exit_code_1(self):
     script = ("import errno\n"

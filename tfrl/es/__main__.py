@@ -30,8 +30,11 @@ def config_from_flags(fv: flags.FlagValues = FLAGS) -> ne_cli.NeuroevolutionConf
 
 def main(argv):
   ne_cli.check_argv(argv)
+  config = config_from_flags()
+  # The flags parsed, before TensorFlow's import adds its own (their file replays).
+  flags_text = FLAGS.flags_into_string()
   from tfrl import run_loop  # pylint: disable=import-outside-toplevel
-  run_loop.run(es.build(config_from_flags()), flags_text=FLAGS.flags_into_string())
+  run_loop.run(es.build(config), flags_text=flags_text)
 
 
 if __name__ == "__main__":

@@ -37,11 +37,13 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
   config = config_from_flags()
+  # The flags parsed, before TensorFlow's import adds its own (their file replays).
+  flags_text = flags.FLAGS.flags_into_string()
   # Imported once the flags are checked: a bad flag is answered without
   # TensorFlow's import (seconds).
   from tfrl import run_loop  # pylint: disable=import-outside-toplevel
   from tfrl.ga3c import system  # pylint: disable=import-outside-toplevel
-  run_loop.run(system.build(config), flags_text=flags.FLAGS.flags_into_string())
+  run_loop.run(system.build(config), flags_text=flags_text)
 
 
 if __name__ == "__main__":

@@ -28,11 +28,13 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   config = config_from_flags()
+  # The flags parsed, before TensorFlow's import adds its own (their file replays).
+  flags_text = FLAGS.flags_into_string()
   # Imported once the flags are checked: a bad flag is answered without
   # TensorFlow's import (seconds).
   from tfrl import run_loop  # pylint: disable=import-outside-toplevel
   from tfrl.td3 import loop  # pylint: disable=import-outside-toplevel
-  summary = run_loop.run(loop.build(config), flags_text=FLAGS.flags_into_string())
+  summary = run_loop.run(loop.build(config), flags_text=flags_text)
   summary = {k: v for k, v in summary.items() if k != "layers"}
   print(json.dumps(summary))
 
