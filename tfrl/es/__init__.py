@@ -8,17 +8,17 @@ Python, `run_loop.run(es.build(config))` with a `NeuroevolutionConfig` whose
 search: `tfrl/neuroevolution/`.
 """
 
-import importlib
 from typing import Callable, Optional
 
+from tfrl import lazy_names
 from tfrl.es.config import ESConfig
 from tfrl.es.config import VBNConfig
 from tfrl.neuroevolution import settings
 
 # Imported when first asked for (they need TensorFlow): the entry point reads
 # the configs above before it is loaded.
-_NAMES = {"EvolutionStrategy": "evolution_strategy", "centered_ranks": "evolution_strategy",
-          "estimate_gradient": "evolution_strategy"}
+_MODULES = {"EvolutionStrategy": "evolution_strategy", "centered_ranks": "evolution_strategy",
+            "estimate_gradient": "evolution_strategy"}
 
 
 def build(config: settings.NeuroevolutionConfig,
@@ -29,13 +29,7 @@ def build(config: settings.NeuroevolutionConfig,
   return runner.build(config, __getattr__("EvolutionStrategy"), print_fn or runner.print_now)
 
 
-def __getattr__(name):
-  if name not in _NAMES:
-    raise AttributeError(f"module 'tfrl.es' has no attribute {name!r}")
-  value = getattr(importlib.import_module(f"tfrl.es.{_NAMES[name]}"), name)
-  globals()[name] = value
-  return value
-
-
 __all__ = ["ESConfig", "EvolutionStrategy", "VBNConfig", "build", "centered_ranks",
            "estimate_gradient"]
+
+__getattr__ = lazy_names.getattr_of(__name__, _MODULES)

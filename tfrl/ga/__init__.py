@@ -6,9 +6,9 @@ Python, `run_loop.run(ga.build(config))` with a `NeuroevolutionConfig` whose
 what it shares with ES and random search: `tfrl/neuroevolution/`.
 """
 
-import importlib
 from typing import Callable, Optional
 
+from tfrl import lazy_names
 from tfrl.ga.config import GAConfig
 from tfrl.ga.config import SELECTION_FIELDS
 from tfrl.neuroevolution import settings
@@ -27,12 +27,7 @@ def build(config: settings.NeuroevolutionConfig,
   return runner.build(config, __getattr__("GeneticAlgorithm"), print_fn or runner.print_now)
 
 
-def __getattr__(name):
-  if name != "GeneticAlgorithm":
-    raise AttributeError(f"module 'tfrl.ga' has no attribute {name!r}")
-  value = importlib.import_module("tfrl.ga.genetic_algorithm").GeneticAlgorithm
-  globals()[name] = value
-  return value
-
-
 __all__ = ["GAConfig", "GeneticAlgorithm", "SELECTION_FIELDS", "build"]
+
+# The algorithm needs TensorFlow: imported when first asked for.
+__getattr__ = lazy_names.getattr_of(__name__, {"GeneticAlgorithm": "genetic_algorithm"})

@@ -16,7 +16,7 @@ Entry point: `python -m tfrl.ga3c` (see `__main__`). Library:
   Stats            console + TensorBoard             (stats.py)
 """
 
-import importlib
+from tfrl import lazy_names
 
 # Each name's module, imported when the name is first asked for: the entry
 # point parses and checks its flags (config.py) before TensorFlow is loaded.
@@ -54,10 +54,4 @@ __all__ = [
     "n_step_returns",
 ]
 
-
-def __getattr__(name):
-  if name not in _MODULES:
-    raise AttributeError(f"module 'tfrl.ga3c' has no attribute {name!r}")
-  value = getattr(importlib.import_module(f"tfrl.ga3c.{_MODULES[name]}"), name)
-  globals()[name] = value
-  return value
+__getattr__ = lazy_names.getattr_of(__name__, _MODULES)

@@ -11,7 +11,7 @@ Public API:
 Flags: `tfrl.layers.flags.define_layer_flags`, `layer_plan_from_flags`.
 """
 
-import importlib
+from tfrl import lazy_names
 
 # Each name's module, imported when the name is first asked for: the entry
 # points read `tfrl.layers.spec` and `tfrl.layers.flags` to parse their flags,
@@ -47,10 +47,4 @@ __all__ = [
     "compression_report", "copy_variables", "layers_of", "make_conv2d", "make_dense", "pack",
 ]
 
-
-def __getattr__(name):
-  if name not in _MODULES:
-    raise AttributeError(f"module 'tfrl.layers' has no attribute {name!r}")
-  value = getattr(importlib.import_module(f"tfrl.layers.{_MODULES[name]}"), name)
-  globals()[name] = value
-  return value
+__getattr__ = lazy_names.getattr_of(__name__, _MODULES)

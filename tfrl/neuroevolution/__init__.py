@@ -12,25 +12,25 @@ Here: the search's common part (`search.Search`), its run in the run skeleton
 observation normalization. This package imports none of the algorithms.
 """
 
-import importlib
+from tfrl import lazy_names
 
-# Each name's (module, attribute), imported when the name is first asked for:
+# Each name's module, imported when the name is first asked for:
 # the entry points parse and check their flags before TensorFlow is loaded.
-_NAMES = {
-    "EvalResult": ("evaluation", "EvalResult"),
-    "Genome": ("genome", "Genome"),
-    "NetworkConfig": ("population_net", "NetworkConfig"),
-    "NeuroevolutionConfig": ("settings", "NeuroevolutionConfig"),
-    "NoiseTable": ("noise", "NoiseTable"),
-    "ParamBuilder": ("genome", "ParamBuilder"),
-    "ParamLayout": ("population_net", "ParamLayout"),
-    "PipelinedEvaluator": ("evaluation", "PipelinedEvaluator"),
-    "PopulationNetwork": ("population_net", "PopulationNetwork"),
-    "Search": ("search", "Search"),
-    "SearchConfig": ("settings", "SearchConfig"),
-    "SingleNetwork": ("single_network", "SingleNetwork"),
-    "load_checkpoint": ("checkpoint", "load"),
-    "save_checkpoint": ("checkpoint", "save"),
+_MODULES = {
+    "EvalResult": "evaluation",
+    "Genome": "genome",
+    "NetworkConfig": "population_net",
+    "NeuroevolutionConfig": "settings",
+    "NoiseTable": "noise",
+    "ParamBuilder": "genome",
+    "ParamLayout": "population_net",
+    "PipelinedEvaluator": "evaluation",
+    "PopulationNetwork": "population_net",
+    "Search": "search",
+    "SearchConfig": "settings",
+    "SingleNetwork": "single_network",
+    "load_checkpoint": "checkpoint:load",
+    "save_checkpoint": "checkpoint:save",
 }
 
 __all__ = [
@@ -50,11 +50,4 @@ __all__ = [
     "save_checkpoint",
 ]
 
-
-def __getattr__(name):
-  if name not in _NAMES:
-    raise AttributeError(f"module 'tfrl.neuroevolution' has no attribute {name!r}")
-  module, attribute = _NAMES[name]
-  value = getattr(importlib.import_module(f"tfrl.neuroevolution.{module}"), attribute)
-  globals()[name] = value
-  return value
+__getattr__ = lazy_names.getattr_of(__name__, _MODULES)

@@ -7,7 +7,7 @@ See `tfrl/td3/loop.py` for the loop, `tfrl/td3/phase.py` for a training phase
 update.
 """
 
-import importlib
+from tfrl import lazy_names
 
 # Each name's module, imported when the name is first asked for: the entry
 # point parses and checks its flags (config.py) before TensorFlow is loaded.
@@ -24,10 +24,4 @@ _MODULES = {
 __all__ = ["Actor", "Critic", "ReplayBuffer", "RunSettings", "TD3Config", "TD3Learner",
            "build"]
 
-
-def __getattr__(name):
-  if name not in _MODULES:
-    raise AttributeError(f"module 'tfrl.td3' has no attribute {name!r}")
-  value = getattr(importlib.import_module(f"tfrl.td3.{_MODULES[name]}"), name)
-  globals()[name] = value
-  return value
+__getattr__ = lazy_names.getattr_of(__name__, _MODULES)
