@@ -5,6 +5,7 @@ makes it (`tfrl/envs/make.py`); `play_episodes` plays a policy on one
 (`tfrl/envs/episodes.py`).
 """
 
+from tfrl import lazy_names
 from tfrl.envs.episodes import play_episodes
 from tfrl.envs.make import make_env
 from tfrl.envs.protocol import EnvProtocol
@@ -13,17 +14,8 @@ __all__ = ["GymEnv", "AtariEnv", "AtariVectorEnv", "EnvProtocol", "make_env",
            "play_episodes"]
 
 
-def __getattr__(name):
-  # Imported when asked for: the Atari env needs the compiled ALE ops (GymEnv
-  # works on a machine where they are not built), and the package itself
-  # imports no TensorFlow (tfrl.render_worker's process must not load it).
-  if name == "GymEnv":
-    from tfrl.envs.gym_env import GymEnv
-    return GymEnv
-  if name == "AtariEnv":
-    from tfrl.envs.atari_env import AtariEnv
-    return AtariEnv
-  if name == "AtariVectorEnv":
-    from tfrl.envs.vector_env import AtariVectorEnv
-    return AtariVectorEnv
-  raise AttributeError(f"module 'tfrl.envs' has no attribute {name!r}")
+# Imported when asked for: the Atari env needs the compiled ALE ops (GymEnv
+# works on a machine where they are not built), and the package itself
+# imports no TensorFlow (tfrl.render_worker's process must not load it).
+__getattr__ = lazy_names.getattr_of(__name__, {
+    "GymEnv": "gym_env", "AtariEnv": "atari_env", "AtariVectorEnv": "vector_env"})
