@@ -228,13 +228,13 @@ class TestFaults:
 
 class TestResume:
 
-  @pytest.mark.parametrize("first_on_ray", [True, False])
-  def test_resume_across_placements(self, tmp_path, first_on_ray):
+  def test_resume_across_placements(self, tmp_path):
+    # On Ray, resumed here, resumed on Ray again: both ways across placements.
     scores, state = _local_reference("es")
     logdir = str(tmp_path / "run")
     history = []
-    for generations, on_ray in ((2, first_on_ray), (3, not first_on_ray)):
-      run = _run("es", logdir, generations, resume=generations > 2,
+    for generations, on_ray in ((1, True), (2, False), (3, True)):
+      run = _run("es", logdir, generations, resume=generations > 1,
                  workers=2 if on_ray else 0)
       history += run.history
     assert _scores(history) == scores
