@@ -45,6 +45,11 @@ class BadInputTest(parameterized.TestCase):
        "--vbn_reference_size must be >= 2"),
       ("tfrl.random_search", ["--env=CartPole-v1", "--arch=mlp", "--activation=sigmoid"],
        "--activation"),
+      # A logdir that is a file, or below one (README.md, from the repository root).
+      ("tfrl.td3", ["--env=Pendulum-v1", "--logdir=README.md"],
+       "--logdir=README.md is a file, not a directory."),
+      ("tfrl.ga3c", ["--env=CartPole-v1", "--logdir=README.md/run"],
+       "--logdir=README.md/run cannot be created: Not a directory."),
   )
   def test_refused_before_tensorflow_is_imported(self, module, args, expected):
     # Flags are parsed and checked first: a bad one costs no TensorFlow import.

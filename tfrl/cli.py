@@ -26,6 +26,7 @@ from absl import app
 from absl import flags
 
 from tfrl import errors
+from tfrl import logdir_lock
 from tfrl import presets
 from tfrl.errors import RunFailed
 
@@ -87,6 +88,8 @@ def run(main: Callable, prog: str) -> None:
   def checked_main(argv):
     try:
       _check_preset_flag()
+      if "logdir" in flags.FLAGS:
+        logdir_lock.check(flags.FLAGS.logdir)
       return main(argv)
     except BAD_INPUT as e:
       fail(prog, e)

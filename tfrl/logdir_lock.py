@@ -66,9 +66,21 @@ def _pid_alive(pid) -> bool:
   return True
 
 
-def _prepare(logdir: str) -> None:
+def check(logdir: str) -> None:
+  """Raises ValueError if `logdir` is a file or sits below one, without
+  creating anything (the entry points ask before TensorFlow is imported)."""
   if os.path.exists(logdir) and not os.path.isdir(logdir):
     raise ValueError(f"--logdir={logdir} is a file, not a directory.")
+  parent = os.path.dirname(os.path.abspath(logdir))
+  while not os.path.exists(parent):
+    parent = os.path.dirname(parent)
+  if not os.path.isdir(parent):
+    raise ValueError(f"--logdir={logdir} cannot be created: "
+                     f"{os.strerror(errno.ENOTDIR)}.")
+
+
+def _prepare(logdir: str) -> None:
+  check(logdir)
   try:
     os.makedirs(logdir, exist_ok=True)
   except OSError as e:
