@@ -88,7 +88,8 @@ def run(main: Callable, prog: str) -> None:
   def checked_main(argv):
     try:
       _check_preset_flag()
-      if "logdir" in flags.FLAGS:
+      # A run's one --logdir (tfrl.plot's --logdir is a list of runs to read).
+      if "logdir" in flags.FLAGS and isinstance(flags.FLAGS.logdir, str):
         logdir_lock.check(flags.FLAGS.logdir)
       return main(argv)
     except BAD_INPUT as e:
