@@ -14,7 +14,8 @@ ratio of the presets, SB3's and CleanRL's TD3. Evaluation, logging,
 checkpoints and summaries are off (the run's `step()` without the skeleton).
 
 Rows: `tfrl` (the preset plus `--set` flags), with `--jit_row` the same
-with `--jit_compile` (XLA), and one row per `--compare` preset (same `--set`). Rounds are interleaved: each round times every
+with `--jit_compile` (XLA), with `--bfloat16_row` the same with
+`--precision=bfloat16`, and one row per `--compare` preset (same `--set`). Rounds are interleaved: each round times every
 row once, so a slow minute hits all rows. The table gives each row's median
 and best round; the JSON holds every round, the settings a peer must match
 (env, hidden sizes, batch size, update_every) and `provenance`. Peers (SB3,
@@ -47,6 +48,9 @@ _WARMUP = flags.DEFINE_integer("warmup", 1000, "Untimed steps with updates after
 _STEPS = flags.DEFINE_integer("steps", 5000, "Timed env steps per row and round.")
 _ROUNDS = flags.DEFINE_integer("rounds", 3, "Interleaved rounds over all rows.")
 _JIT_ROW = flags.DEFINE_bool("jit_row", False, "Add a row with --jit_compile (XLA).")
+_BF16_ROW = flags.DEFINE_bool("bfloat16_row", False, "Add a row with --precision=bfloat16 "
+                              "(matmuls in bfloat16; pays only where the CPU has AVX-512 "
+                              "BF16 or AMX).")
 _COMPARE = flags.DEFINE_list("compare", [], "More TD3 presets, a row each with the same "
                              "--set, named by the preset (e.g. the pruning and GST presets "
                              "of --preset's env: what their layers cost per training step).")
@@ -93,6 +97,7 @@ def report(rows) -> list:
     rates = [r["steps_per_second"] for r in row.rounds]
     median = statistics.median(rates)
     out.append({"row": row.name, "jit_compile": row.config.jit_compile,
+                "precision": row.run.learner.precision.name,
                 "median_steps_per_second": median, "best_steps_per_second": max(rates),
                 "hours_to_1m_steps_at_median": 1e6 / median / 3600, "rounds": row.rounds})
     print(f"{row.name:<{width}} {median:15.1f} {max(rates):8.1f} "
@@ -108,6 +113,8 @@ def main(argv):
   variants = [("tfrl", config)]
   if _JIT_ROW.value:
     variants.append(("tfrl_xla", dataclasses.replace(config, jit_compile=True)))
+  if _BF16_ROW.value:
+    variants.append(("tfrl_bf16", dataclasses.replace(config, precision="bfloat16")))
   variants += [(p, td3_preset.td3_config(p, extra)) for p in _COMPARE.value]
   with tempfile.TemporaryDirectory() as root:
     rows = [Row(name, c, os.path.join(root, name)) for name, c in variants]

@@ -42,13 +42,6 @@ CONV_NETS = {
 }
 
 
-def _check_compute_dtype(dtype, cls) -> tf.DType:
-  dtype = tf.as_dtype(dtype)
-  if dtype not in (tf.float32, tf.bfloat16):
-    raise ValueError(f"{cls}: compute_dtype must be float32 or bfloat16, got {dtype.name}.")
-  return dtype
-
-
 class _ConvTorso(tf.Module):
   """uint8 [B, H, W, C] -> scaled to [0, 1] -> convs -> flatten -> dense,
   in `compute_dtype` from the scaled input on."""
@@ -58,7 +51,7 @@ class _ConvTorso(tf.Module):
 
   def __init__(self, plan=None, *, compute_dtype=tf.float32, name="torso"):
     super().__init__(name=name)
-    self.compute_dtype = _check_compute_dtype(compute_dtype, type(self).__name__)
+    self.compute_dtype = precision.check_compute_dtype(compute_dtype, type(self).__name__)
     plan = spec_lib.as_plan(plan)
     self.convs = []
     for i, (filters, kernel, stride) in enumerate(self._SHAPE.convs):
@@ -105,7 +98,7 @@ class MLPTorso(tf.Module):
   def __init__(self, hidden_sizes: Sequence[int], plan=None, *, activation="relu",
                compute_dtype=tf.float32, name="torso"):
     super().__init__(name=name)
-    self.compute_dtype = _check_compute_dtype(compute_dtype, type(self).__name__)
+    self.compute_dtype = precision.check_compute_dtype(compute_dtype, type(self).__name__)
     hidden_sizes = tuple(hidden_sizes)
     if not hidden_sizes or any(not isinstance(h, int) or h < 1 for h in hidden_sizes):
       raise ValueError(f"MLPTorso: hidden_sizes must be positive ints, got {hidden_sizes!r}.")

@@ -85,6 +85,15 @@ def resolve(requested: str, *, image_network: bool = True,
   return Precision("bfloat16", requested, f"auto: the CPU has {' and '.join(found)}")
 
 
+def check_compute_dtype(dtype, cls: str) -> tf.DType:
+  """`dtype` as a tf.DType if a network can compute in it (float32 or
+  bfloat16), else a ValueError naming `cls`."""
+  dtype = tf.as_dtype(dtype)
+  if dtype not in (tf.float32, tf.bfloat16):
+    raise ValueError(f"{cls}: compute_dtype must be float32 or bfloat16, got {dtype.name}.")
+  return dtype
+
+
 def to_compute(x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
   """`x` in the compute dtype; the tensor itself when it already is (so a
   float32 network's graph is exactly what it was without mixed precision)."""

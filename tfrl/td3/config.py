@@ -7,6 +7,9 @@ from typing import Any, Tuple
 from tfrl import flagconfig
 from tfrl.envs.protocol import EnvProtocol
 
+# tfrl.precision.CHOICES, which imports TensorFlow (flags are checked before it).
+PRECISIONS = ("auto", "float32", "bfloat16")
+
 
 @dataclasses.dataclass(frozen=True)
 class RunSettings:
@@ -51,6 +54,9 @@ class TD3Config:
       oneDNN's (30 vs 5.6 ms per 256x256 dense TD3 update, measured when
       this flag was added); off. `benchmarks/td3_throughput.py --jit_row`
       compares the two.
+    precision: the networks' compute dtype (`tfrl.precision`): `float32`,
+      `bfloat16` (matmuls in bfloat16; weights, losses, Adam and the targets'
+      averages stay float32) or `auto` (float32 for these MLPs).
     run: where the run writes and whether it resumes (`RunSettings`).
     layer_plan: the layer variants (a `tfrl.layers` LayerSpec or LayerPlan;
       None: dense), set from the layer flags.
@@ -80,6 +86,9 @@ class TD3Config:
   seed: int = flagconfig.field(0, "Random seed.")
   jit_compile: bool = flagconfig.field(False, "Compile the training phases' updates with "
                                        "XLA.")
+  precision: str = flagconfig.field(
+      "float32", "Networks' compute dtype: float32, bfloat16 (matmuls in bfloat16, "
+      "float32 weights, losses and optimizer) or auto (float32 for TD3's MLPs).")
   run: RunSettings = flagconfig.nested(RunSettings)
   layer_plan: Any = None
   reward_aware: Any = None
@@ -102,5 +111,8 @@ class TD3Config:
     for name in ("policy_noise", "noise_clip", "exploration_noise"):
       if getattr(self, name) < 0:
         raise ValueError(f"TD3Config.{name} must be >= 0.")
+    if self.precision not in PRECISIONS:
+      raise ValueError(f"TD3Config.precision must be one of {', '.join(PRECISIONS)}, "
+                       f"got {self.precision!r}.")
     if self.actor_lr <= 0 or self.critic_lr <= 0:
       raise ValueError("TD3Config learning rates must be > 0.")

@@ -28,6 +28,7 @@ import tensorflow as tf
 
 from tfrl import layers as tl
 from tfrl import optimizers
+from tfrl import precision
 from tfrl.td3 import config as config_lib
 from tfrl.td3 import networks
 
@@ -72,12 +73,14 @@ class TD3Learner(tf.Module):
     self.action_low, self.action_high = tf.constant(low), tf.constant(high)
     self._scale = tf.constant((high - low) / 2.0)
     h = config.hidden_sizes
-    self.actor = networks.Actor(low, high, h, plan, name="actor")
-    self.critic_1 = networks.Critic(h, plan, name="critic_1")
-    self.critic_2 = networks.Critic(h, plan, name="critic_2")
-    self.target_actor = networks.Actor(low, high, h, plan, name="actor")
-    self.target_critic_1 = networks.Critic(h, plan, name="critic_1")
-    self.target_critic_2 = networks.Critic(h, plan, name="critic_2")
+    self.precision = precision.resolve(config.precision, image_network=False)
+    dtype = self.precision.dtype
+    self.actor = networks.Actor(low, high, h, plan, compute_dtype=dtype, name="actor")
+    self.critic_1 = networks.Critic(h, plan, compute_dtype=dtype, name="critic_1")
+    self.critic_2 = networks.Critic(h, plan, compute_dtype=dtype, name="critic_2")
+    self.target_actor = networks.Actor(low, high, h, plan, compute_dtype=dtype, name="actor")
+    self.target_critic_1 = networks.Critic(h, plan, compute_dtype=dtype, name="critic_1")
+    self.target_critic_2 = networks.Critic(h, plan, compute_dtype=dtype, name="critic_2")
     obs = tf.zeros([1, obs_dim])
     act = tf.zeros([1, self.action_dim])
     for net in (self.actor, self.target_actor):

@@ -35,6 +35,7 @@ import tensorflow as tf
 
 from tfrl import export as export_lib
 from tfrl import layers as tl
+from tfrl import precision
 from tfrl import run_loop
 from tfrl import tf_checkpoints
 from tfrl.envs.episodes import play_episodes
@@ -78,12 +79,14 @@ def dir_bytes(path: str) -> int:
 def export_policies(learner: learner_lib.TD3Learner, plan, export_dir: str,
                     env_protocol=None) -> dict:
   """Writes `export_dir/policy` (live actor) and `export_dir/policy_compressed`
-  (a packed copy: circulant vectors, bitmask + non-zeros). Returns sizes."""
+  (a packed copy: circulant vectors, bitmask + non-zeros), both computing in
+  the actor's compute dtype. Returns sizes."""
   spec = tf.TensorSpec([None, learner.obs_dim], tf.float32)
   live_dir = export_lib.export_policy(networks.DeterministicPolicy(learner.actor), spec,
                                       os.path.join(export_dir, "policy"), env_protocol)
   low, high = learner.action_low.numpy(), learner.action_high.numpy()
-  copy = networks.Actor(low, high, learner.config.hidden_sizes, plan, name="actor")
+  copy = networks.Actor(low, high, learner.config.hidden_sizes, plan,
+                        compute_dtype=learner.actor.compute_dtype, name="actor")
   copy(tf.zeros([1, learner.obs_dim]))
   tl.copy_variables(learner.actor, copy)
   tl.pack(copy)
@@ -212,6 +215,9 @@ class TD3Run(run_loop.Algorithm):
         "stored_bytes": report["total"]["bytes"],
         "layers": report["layers"],
         "wall_seconds": float(self.seconds),
+        # The dtype the traced update's matmuls hold, not only the one asked for.
+        "precision": precision.report(
+            self.learner.precision, train=self.learner.update.get_concrete_function()),
     }
 
   def close(self) -> None:

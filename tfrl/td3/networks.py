@@ -3,6 +3,11 @@
 Layer names (for `--layer_plan`): `actor/dense_<i>`, `actor/out`,
 `critic_1/dense_<i>`, `critic_1/out`, `critic_2/...`. Target networks are
 built with the same names (so they get the same variants).
+
+Mixed precision (`compute_dtype=tf.bfloat16`): the input is cast to bfloat16,
+so every layer's matmul runs in it (the layers cast their float32 kernels to
+the input's dtype), and the last layer's output is cast back to float32
+before the actor's tanh and the critics' loss (`tfrl.precision`).
 """
 
 from typing import Sequence
@@ -11,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfrl import layers as tl
+from tfrl import precision
 from tfrl.layers import spec as spec_lib
 
 
@@ -31,8 +37,9 @@ class Actor(tf.Module):
   """obs -> relu MLP -> tanh -> scaled to the action box [low, high]."""
 
   def __init__(self, action_low, action_high, hidden_sizes: Sequence[int], plan=None,
-               *, name="actor"):
+               *, compute_dtype=tf.float32, name="actor"):
     super().__init__(name=name)
+    self.compute_dtype = precision.check_compute_dtype(compute_dtype, "Actor")
     plan = spec_lib.as_plan(plan)
     low = np.asarray(action_low, np.float32)
     high = np.asarray(action_high, np.float32)
@@ -46,17 +53,19 @@ class Actor(tf.Module):
     self.out = tl.make_dense(self.action_dim, plan.spec_for(f"{name}/out"), name=f"{name}/out")
 
   def __call__(self, obs):
-    x = tf.cast(obs, tf.float32)
+    x = precision.to_compute(tf.cast(obs, tf.float32), self.compute_dtype)
     for layer in self.hidden:
       x = layer(x)
-    return tf.tanh(self.out(x)) * self._scale + self._offset
+    return tf.tanh(tf.cast(self.out(x), tf.float32)) * self._scale + self._offset
 
 
 class Critic(tf.Module):
   """(obs, action) -> Q, a relu MLP over their concatenation."""
 
-  def __init__(self, hidden_sizes: Sequence[int], plan=None, *, name="critic"):
+  def __init__(self, hidden_sizes: Sequence[int], plan=None, *, compute_dtype=tf.float32,
+               name="critic"):
     super().__init__(name=name)
+    self.compute_dtype = precision.check_compute_dtype(compute_dtype, "Critic")
     plan = spec_lib.as_plan(plan)
     self.hidden = [tl.make_dense(h, plan.spec_for(f"{name}/dense_{i}"), activation="relu",
                                  name=f"{name}/dense_{i}") for i, h in enumerate(hidden_sizes)]
@@ -64,9 +73,10 @@ class Critic(tf.Module):
 
   def __call__(self, obs, action):
     x = tf.concat([tf.cast(obs, tf.float32), tf.cast(action, tf.float32)], axis=-1)
+    x = precision.to_compute(x, self.compute_dtype)
     for layer in self.hidden:
       x = layer(x)
-    return tf.squeeze(self.out(x), axis=-1)
+    return tf.squeeze(tf.cast(self.out(x), tf.float32), axis=-1)
 
 
 class DeterministicPolicy(tf.Module):
