@@ -24,7 +24,7 @@ from typing import FrozenSet, List, Optional
 
 import tensorflow as tf
 
-CHOICES = ("auto", "float32", "bfloat16")
+from tfrl.precision_choices import CHOICES  # re-exported: precision.CHOICES
 # /proc/cpuinfo flags of CPUs with bfloat16 arithmetic in hardware.
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 # Ops whose dtype is the compute dtype: forward and gradient convolutions and

@@ -10,6 +10,7 @@ import dataclasses
 from typing import Any, Optional, Tuple
 
 from tfrl import flagconfig
+from tfrl import precision_choices
 from tfrl import ray_cluster
 from tfrl.envs.protocol import EnvProtocol
 
@@ -23,9 +24,7 @@ INITS = ("glorot", "orthogonal")
 # --torso's values: tfrl.networks.CONV_TORSOS' keys (image observations).
 TORSOS = ("atari", "nature")
 
-# --precision's values (tfrl.precision.CHOICES; not imported here so that the
-# flags are defined without importing TensorFlow).
-PRECISIONS = ("auto", "float32", "bfloat16")
+PRECISIONS = precision_choices.CHOICES
 
 
 @dataclasses.dataclass

@@ -5,10 +5,10 @@ import dataclasses
 from typing import Any, Tuple
 
 from tfrl import flagconfig
+from tfrl import precision_choices
 from tfrl.envs.protocol import EnvProtocol
 
-# tfrl.precision.CHOICES, which imports TensorFlow (flags are checked before it).
-PRECISIONS = ("auto", "float32", "bfloat16")
+PRECISIONS = precision_choices.CHOICES
 
 
 @dataclasses.dataclass(frozen=True)
