@@ -123,5 +123,6 @@ class HumanoidPresetsTest(tf.test.TestCase):
     self.assertAllClose(gst["critic_2/dense_0"], 1 - 46 * 32 * 8 / (365 * 256))
     self.assertLess(gst["actor/out"], 0.5)  # the output layer: pruned, nearly dense yet
 
+
 if __name__ == "__main__":
   tf.test.main()
