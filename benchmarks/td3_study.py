@@ -24,8 +24,13 @@ logdir already holds a finished `summary.json` (an earlier sitting's) is
 read, not run again; every run is
 started with `--resume`, so one stopped with Ctrl-C goes on from its
 checkpoint (and a fresh one starts afresh). So a study longer than one
-sitting is the same command again; Ctrl-C stops the runs with their
-checkpoints, writes the sitting and the JSON, and exits with 130; `--collect`
+sitting is the same command again; Ctrl-C (SIGTERM alike) stops the runs
+with their checkpoints, writes the sitting and the JSON, and exits with 130
+(143). The JSON is written as the sitting starts and as each run ends, its
+sitting marked `open`; a study killed outright (SIGKILL, the machine gone)
+leaves it so, and the next sitting marks it `killed`, its runs at the
+checkpoints they kept (`to_step`: their latest checkpoint, a run that wrote no
+summary being read from its checkpoints' names). `--collect`
 writes the JSON and charts of the runs finished so far without starting any.
 `--earlier=<study JSON>` (repeatable) carries over the finished runs earlier
 sittings recorded whose logdirs are gone (another machine, a cleared
@@ -45,6 +50,7 @@ against env steps is drawn from the curves the JSON records, and beside it
 compression, one point per finished run.
 """
 
+import glob
 import json
 import os
 import signal
@@ -173,14 +179,44 @@ def last_steps(sittings) -> dict:
 
 
 def run_steps(key) -> int:
-  """The env steps a run's logdir holds (its summary.json's), 0 if none."""
-  return int((read_summary(logdir(*key)) or {}).get("env_steps") or 0)
+  """The env steps a run's logdir holds, 0 if none: its summary.json's, or
+  its latest checkpoint's where a killed run wrote no summary."""
+  path = logdir(*key)
+  steps = [int((read_summary(path) or {}).get("env_steps") or 0)]
+  for index in glob.glob(os.path.join(path, "checkpoints", "ckpt-*.index")):
+    name = os.path.basename(index)[len("ckpt-"):-len(".index")]
+    steps += [int(name)] if name.isdigit() else []
+  return max(steps)
 
 
-def run_all(todo, ended) -> None:
+def close_killed(sittings, now) -> None:
+  """Ends the sittings an earlier invocation left open: it was killed (SIGKILL,
+  a machine switched off) before it could stop its runs, which kept the
+  checkpoints their logdirs hold `now` ({(preset, seed): env steps})."""
+  for sitting in sittings:
+    if sitting.get("state") != "open":
+      continue
+    sitting["state"] = "killed"
+    for run in sitting["runs"]:
+      if run.get("how") is None:
+        run["how"] = "killed"
+        run["to_step"] = max(run["to_step"], now.get((run["preset"], run["seed"]), 0))
+
+
+class _Terminated(Exception):
+  """SIGTERM arrived: the runs are stopped as for Ctrl-C."""
+
+
+def _terminate(signum, frame):
+  del signum, frame
+  raise _Terminated()
+
+
+def run_all(todo, ended, on_end) -> None:
   """Runs `todo` ([(preset, seed)]), `--parallel` at a time, filling `ended`
-  ({(preset, seed): how it ended}). Ctrl-C stops every run with its
-  checkpoint (recorded in `ended`), then goes on up."""
+  ({(preset, seed): how it ended}) and calling `on_end()` as each ends.
+  Ctrl-C or SIGTERM stops every run with its checkpoint (recorded in
+  `ended`), then goes on up."""
   env = dict(os.environ)
   if _TF_THREADS.value:
     env.update(TF_NUM_INTRAOP_THREADS=str(_TF_THREADS.value),
@@ -198,9 +234,12 @@ def run_all(todo, ended) -> None:
         overdue = time.time() - session.start > _HOURS.value * 3600
         if session.running() and not overdue:
           continue
-        ended[key] = runs.finish(going.pop(key), stop=overdue)
+        # Popped once ended: an interruption while it stops still reaches it.
+        ended[key] = runs.finish(session, stop=overdue)
+        del going[key]
         print(f"  {key[0]} seed {key[1]}: {ended[key].how}, exit {ended[key].returncode}",
               flush=True)
+        on_end()
   except BaseException:
     for key, session in going.items():
       ended[key] = runs.finish(session, stop=True)
@@ -278,6 +317,7 @@ def main(argv):
   # Ctrl-C stops the runs with their checkpoints, also for a study started in
   # the background (which starts a process with SIGINT ignored).
   signal.signal(signal.SIGINT, signal.default_int_handler)
+  signal.signal(signal.SIGTERM, _terminate)  # as a machine's shutdown sends it
   if not _PRESETS.value or not _SEEDS.value or _PARALLEL.value < 1 or _TF_THREADS.value < 0:
     raise app.UsageError("--presets (TD3 presets), --seeds, --parallel >= 1 and "
                          "--tf_threads >= 0 are needed.")
@@ -308,27 +348,41 @@ def main(argv):
   for key in sorted(lost):
     print(f"  {key[0]} seed {key[1]}: an earlier sitting took it to step {reached[key]:,}, "
           "but its logdir is gone (another machine?); it starts afresh", flush=True)
-  ended, interrupted = {}, False
+  if not _COLLECT.value:  # (--collect may run beside a study still going)
+    close_killed(sittings, before)
+  ended, stopped_by = {}, None
+
+  def write(state):
+    """The JSON with this sitting as it stands: written when it starts and as
+    each run ends, so that a study killed outright still leaves its record."""
+    now = list(sittings)
+    if not _COLLECT.value:
+      now.append(dict(provenance.provenance(), state=state, runs=[
+          {"preset": k[0], "seed": k[1], "from_step": before[k], "to_step": run_steps(k),
+           "how": ended[k].how if k in ended else None,
+           **({"lost_steps": reached[k]} if k in lost else {})}
+          for k in todo]))
+    record = {"provenance": provenance.provenance(), "sittings": now,
+              "presets": _PRESETS.value,
+              "seeds": seeds, "set": _SET.value, "parallel": _PARALLEL.value,
+              "tf_threads": _TF_THREADS.value, "collect_only": _COLLECT.value,
+              "earlier": _EARLIER.value,
+              "runs": [earlier.get((p, s)) or run_record(p, s, ended.get((p, s)))
+                       for p, s in keys],
+              "lost_runs": lost_runs(previous, lost)}
+    record["summary"] = summarize(record)
+    runs.write_json(record, _OUTPUT.value)
+    return record
+
   if not _COLLECT.value:
     try:
-      run_all(todo, ended)
+      write("open")
+      run_all(todo, ended, lambda: write("open"))
     except KeyboardInterrupt:
-      interrupted = True  # the sitting and the JSON are still written below
-  if not _COLLECT.value:
-    sittings.append(dict(provenance.provenance(), runs=[
-        {"preset": k[0], "seed": k[1], "from_step": before[k], "to_step": run_steps(k),
-         "how": ended[k].how if k in ended else None,
-         **({"lost_steps": reached[k]} if k in lost else {})}
-        for k in todo]))
-  record = {"provenance": provenance.provenance(), "sittings": sittings,
-            "presets": _PRESETS.value,
-            "seeds": seeds, "set": _SET.value, "parallel": _PARALLEL.value,
-            "tf_threads": _TF_THREADS.value, "collect_only": _COLLECT.value,
-            "earlier": _EARLIER.value,
-            "runs": [earlier.get((p, s)) or run_record(p, s, ended.get((p, s)))
-                     for p, s in keys],
-            "lost_runs": lost_runs(previous, lost)}
-  record["summary"] = summarize(record)
+      stopped_by = "Ctrl-C"  # the sitting and the JSON are still written below
+    except _Terminated:
+      stopped_by = "SIGTERM"
+  record = write(f"stopped by {stopped_by}" if stopped_by else "ended")
   path = _CHART.value or os.path.splitext(_OUTPUT.value)[0] + ".png"
   record["chart_runs"] = chart(record, path)
   runs.write_json(record, _OUTPUT.value)
@@ -342,10 +396,10 @@ def main(argv):
           + (f"{e['mean']:,.0f} ({e['min']:,.0f}-{e['max']:,.0f})" if e else "-")
           + (f"; avg compression {100 * c['mean']:.1f}%" if c else ""))
   print(f"JSON: {_OUTPUT.value}  charts: {path}, {tradeoff}")
-  if interrupted:
-    print("Stopped by Ctrl-C: the runs kept their checkpoints; the same command goes on "
-          "from them.", flush=True)
-    sys.exit(130)
+  if stopped_by:
+    print(f"Stopped by {stopped_by}: the runs kept their checkpoints; the same command goes "
+          "on from them.", flush=True)
+    sys.exit(130 if stopped_by == "Ctrl-C" else 143)
 
 
 if __name__ == "__main__":

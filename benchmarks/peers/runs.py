@@ -215,10 +215,13 @@ def rate_in_window(points: List[dict], start: float, end: float,
 
 
 def write_json(record: dict, path: str) -> None:
-  """Writes `record` as indented JSON at `path`, making its folder."""
+  """Writes `record` as indented JSON at `path`, making its folder; whole or
+  not at all (a writer killed halfway leaves the file it found)."""
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  with open(path, "w") as f:
+  partial = f"{path}.partial"
+  with open(partial, "w") as f:
     json.dump(record, f, indent=1)
+  os.replace(partial, path)
 
 
 def venv_versions(venv: str, packages: Sequence[str]) -> Dict[str, Optional[str]]:

@@ -2,7 +2,9 @@
 by Ctrl-C once both hold a checkpoint and resumed by a second sitting, each
 run's figures and eval curve as its own summary.json and TensorBoard log say,
 the spread over seeds, the chart, every sitting in the JSON, and a third
-sitting that reads the finished runs instead of running them again."""
+sitting that reads the finished runs instead of running them again; SIGTERM
+stopping a study as Ctrl-C does, and a sitting killed outright closed by the
+next at the checkpoints its runs kept."""
 
 import glob
 import json
@@ -42,16 +44,17 @@ class TD3StudyTest(absltest.TestCase):
     super().setUp()
     self.deadline = time.monotonic() + _BUDGET_SECONDS
 
-  def _run(self, *args, interrupt_when=None):
+  def _run(self, *args, interrupt_when=None, signal_to_send=signal.SIGINT):
     """benchmarks/td3_study.py with `args`, finished by the test's deadline; with
-    `interrupt_when` (a callable), Ctrl-C as soon as it returns True."""
+    `interrupt_when` (a callable), Ctrl-C (or `signal_to_send`) as soon as it
+    returns True."""
     with subprocess.Popen([sys.executable, "-c", _STUDY, "benchmarks/td3_study.py", *args],
                           cwd=_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True) as proc:
       if interrupt_when is not None:
         while proc.poll() is None and time.monotonic() < self.deadline:
           if interrupt_when():
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signal_to_send)
             break
           time.sleep(0.1)
       try:
@@ -200,6 +203,54 @@ class TD3StudyTest(absltest.TestCase):
                           f"--output={later}", f"--earlier={broken}", "--collect")
       self.assertNotEqual(refused.returncode, 0)
       self.assertIn(f"--earlier={broken} is not a readable study JSON", refused.stderr)
+
+  def test_sigterm_stops_like_ctrl_c_and_a_killed_sitting_is_closed_by_the_next(self):
+    with tempfile.TemporaryDirectory() as tmp:
+      output = os.path.join(tmp, "study.json")
+      run = os.path.join(tmp, "td3_pendulum_s0")
+      args = ["--presets=td3_pendulum", "--seeds=0", "--parallel=1", f"--workdir={tmp}",
+              f"--output={output}", *_SHORT]
+
+      def sittings():
+        try:
+          with open(output) as f:
+            return json.load(f)["sittings"]
+        except (OSError, ValueError):
+          return []
+
+      def open_and_checkpointed():
+        now = sittings()
+        return (len(now) == 1 and now[0]["state"] == "open"
+                and glob.glob(os.path.join(run, "checkpoints", "ckpt-*.index")))
+
+      # SIGTERM (a machine's shutdown) once the JSON holds the open sitting.
+      stopped = self._run(*args, interrupt_when=open_and_checkpointed,
+                          signal_to_send=signal.SIGTERM)
+      self.assertEqual(stopped.returncode, 143, stopped.stderr[-3000:])
+      self.assertIn("Stopped by SIGTERM", stopped.stdout)
+      (sitting,) = sittings()
+      self.assertEqual(sitting["state"], "stopped by SIGTERM")
+      self.assertEqual(sitting["runs"][0]["how"], "sigint")
+      reached = sitting["runs"][0]["to_step"]
+      self.assertTrue(100 <= reached < _STEPS, reached)
+
+      # What a study killed outright leaves: its sitting open as written when
+      # it started, and a run with checkpoints but no summary.json.
+      with open(output) as f:
+        record = json.load(f)
+      record["sittings"][0].update(state="open")
+      record["sittings"][0]["runs"][0].update(to_step=0, how=None)
+      with open(output, "w") as f:
+        json.dump(record, f)
+      os.remove(os.path.join(run, "summary.json"))
+      again = self._run(*args, interrupt_when=lambda: len(sittings()) == 2,
+                        signal_to_send=signal.SIGTERM)
+      self.assertEqual(again.returncode, 143, again.stderr[-3000:])
+      killed, resumed = sittings()
+      self.assertEqual(killed["state"], "killed")
+      self.assertEqual((killed["runs"][0]["how"], killed["runs"][0]["to_step"]),
+                       ("killed", reached))
+      self.assertEqual(resumed["runs"][0]["from_step"], reached)
 
   def test_refuses_what_is_not_a_td3_preset(self):
     done = self._run("--presets=ga_pong", "--seeds=0")
