@@ -203,13 +203,18 @@ def close_killed(sittings, now) -> None:
         run["to_step"] = max(run["to_step"], now.get((run["preset"], run["seed"]), 0))
 
 
-class _Terminated(Exception):
-  """SIGTERM arrived: the runs are stopped as for Ctrl-C."""
+_STOP_ASKED = []  # the signals that asked the study to stop
 
 
-def _terminate(signum, frame):
-  del signum, frame
-  raise _Terminated()
+class _Stopped(Exception):
+  """Ctrl-C or SIGTERM arrived; the runs were stopped with their checkpoints."""
+
+
+def _ask_stop(signum, frame):
+  """Notes the signal for run_all's loop to act on: an exception raised from
+  wherever a signal lands can be lost (one landing in a fork handler is)."""
+  del frame
+  _STOP_ASKED.append("Ctrl-C" if signum == signal.SIGINT else "SIGTERM")
 
 
 def run_all(todo, ended, on_end) -> None:
@@ -224,12 +229,14 @@ def run_all(todo, ended, on_end) -> None:
   waiting, going = list(todo), {}
   try:
     while waiting or going:
+      if _STOP_ASKED:
+        raise _Stopped(_STOP_ASKED[0])
       while waiting and len(going) < _PARALLEL.value:
         key = waiting.pop(0)
         cmd = command(*key)
         print(f"  start {' '.join(cmd)}", flush=True)
         going[key] = runs.start(cmd, logdir(*key) + ".out", cwd=ROOT, env=env)
-      time.sleep(5)
+      time.sleep(0.5)
       for key, session in list(going.items()):
         overdue = time.time() - session.start > _HOURS.value * 3600
         if session.running() and not overdue:
@@ -316,8 +323,8 @@ def main(argv):
   del argv
   # Ctrl-C stops the runs with their checkpoints, also for a study started in
   # the background (which starts a process with SIGINT ignored).
-  signal.signal(signal.SIGINT, signal.default_int_handler)
-  signal.signal(signal.SIGTERM, _terminate)  # as a machine's shutdown sends it
+  signal.signal(signal.SIGINT, _ask_stop)
+  signal.signal(signal.SIGTERM, _ask_stop)  # as a machine's shutdown sends it
   if not _PRESETS.value or not _SEEDS.value or _PARALLEL.value < 1 or _TF_THREADS.value < 0:
     raise app.UsageError("--presets (TD3 presets), --seeds, --parallel >= 1 and "
                          "--tf_threads >= 0 are needed.")
@@ -378,10 +385,8 @@ def main(argv):
     try:
       write("open")
       run_all(todo, ended, lambda: write("open"))
-    except KeyboardInterrupt:
-      stopped_by = "Ctrl-C"  # the sitting and the JSON are still written below
-    except _Terminated:
-      stopped_by = "SIGTERM"
+    except _Stopped as stop:
+      stopped_by = str(stop)  # the sitting and the JSON are still written below
   record = write(f"stopped by {stopped_by}" if stopped_by else "ended")
   path = _CHART.value or os.path.splitext(_OUTPUT.value)[0] + ".png"
   record["chart_runs"] = chart(record, path)
