@@ -21,7 +21,8 @@ says so (`lost_steps`) and keeps the JSON's earlier record of it, curve
 included (`lost_runs`): so write the JSON where it outlives the machine
 (benchmarks/results, committed) even when the workdir cannot. A run whose
 logdir already holds a finished `summary.json` (an earlier sitting's) is
-read, not run again; every run is
+read, not run again, and one the JSON records as finished is carried over
+as recorded when its logdir is gone; every run is
 started with `--resume`, so one stopped with Ctrl-C goes on from its
 checkpoint (and a fresh one starts afresh). So a study longer than one
 sitting is the same command again; Ctrl-C (SIGTERM alike) stops the runs
@@ -32,8 +33,8 @@ leaves it so, and the next sitting marks it `killed`, its runs at the
 checkpoints they kept (`to_step`: their latest checkpoint, a run that wrote no
 summary being read from its checkpoints' names). `--collect`
 writes the JSON and charts of the runs finished so far without starting any.
-`--earlier=<study JSON>` (repeatable) carries over the finished runs earlier
-sittings recorded whose logdirs are gone (another machine, a cleared
+`--earlier=<study JSON>` (repeatable) carries over, alike, the finished runs
+of other study JSONs whose logdirs are gone (another machine, a cleared
 workdir): they are kept as that JSON recorded them, with its machine, and not
 run again.
 
@@ -124,15 +125,19 @@ def read_earlier(paths) -> dict:
 def read_study(path: str) -> dict:
   try:
     with open(path) as f:
-      record = json.load(f)
-    cpu = record["provenance"]["cpu_model"]
-    finished = [r for r in record["runs"] if r["completed"]]
+      return finished_runs(json.load(f), path)
   except (OSError, ValueError, KeyError, TypeError) as e:
     raise app.UsageError(f"--earlier={path} is not a readable study JSON "
                          f"({type(e).__name__}: {e}).") from e
+
+
+def finished_runs(record: dict, path: str) -> dict:
+  """{(preset, seed): run} of the finished runs a study JSON (read from
+  `path`) records, each marked with the JSON and CPU that first recorded it."""
+  cpu = record["provenance"]["cpu_model"]
   return {(r["preset"], r["seed"]): dict(r, recorded_in=r.get("recorded_in", path),
                                         cpu_model=r.get("cpu_model", cpu))
-          for r in finished}
+          for r in record["runs"] if r["completed"]}
 
 
 def command(preset: str, seed: int):
@@ -340,14 +345,22 @@ def main(argv):
   os.makedirs(_WORKDIR.value, exist_ok=True)
   keys = [(p, s) for s in seeds for p in _PRESETS.value]
   here = {k for k in keys if (read_summary(logdir(*k)) or {}).get("completed")}
-  earlier = {k: r for k, r in read_earlier(_EARLIER.value).items()
+  previous = read_output(_OUTPUT.value)
+  # The finished runs this study's own JSON records outlive a workdir that did
+  # not (another machine) as those of --earlier do; --earlier's win.
+  try:
+    own = finished_runs(previous, _OUTPUT.value) if previous else {}
+  except (KeyError, TypeError) as e:
+    raise app.UsageError(f"--output={_OUTPUT.value} exists but is not a study JSON "
+                         f"({type(e).__name__}: {e}); move it aside to start a new one.") from e
+  earlier = {k: r for k, r in {**own, **read_earlier(_EARLIER.value)}.items()
              if k in keys and k not in here}
   todo = [k for k in keys if k not in here and k not in earlier]
-  if _EARLIER.value:
-    print(f"{len(earlier)} runs carried over from --earlier", flush=True)
+  if earlier:
+    print(f"{len(earlier)} runs carried over from earlier JSONs (--earlier, --output) whose "
+          "logdirs are not here", flush=True)
   print(f"{len(keys) - len(todo)} runs finished earlier; "
         f"{len(todo)} {'not finished (--collect)' if _COLLECT.value else 'to run'}", flush=True)
-  previous = read_output(_OUTPUT.value)
   sittings = list(previous.get("sittings", []))
   before = {k: run_steps(k) for k in todo}
   reached = last_steps(sittings)

@@ -2,7 +2,8 @@
 by Ctrl-C once both hold a checkpoint and resumed by a second sitting, each
 run's figures and eval curve as its own summary.json and TensorBoard log say,
 the spread over seeds, the chart, every sitting in the JSON, and a third
-sitting that reads the finished runs instead of running them again; SIGTERM
+sitting that reads the finished runs instead of running them again, also
+from its JSON alone (a new machine); SIGTERM
 stopping a study as Ctrl-C does, and a sitting killed outright closed by the
 next at the checkpoints its runs kept."""
 
@@ -183,7 +184,7 @@ class TD3StudyTest(absltest.TestCase):
       carried = self._run("--presets=td3_pendulum", "--seeds=0,1,2", f"--workdir={moved}",
                           f"--output={later}", f"--earlier={output}", "--collect", *_SHORT)
       self.assertEqual(carried.returncode, 0, carried.stderr[-3000:])
-      self.assertIn("2 runs carried over from --earlier", carried.stdout)
+      self.assertIn("2 runs carried over from earlier JSONs", carried.stdout)
       self.assertIn("2 runs finished earlier; 1 not finished (--collect)", carried.stdout)
       with open(later) as f:
         record = json.load(f)
@@ -195,6 +196,23 @@ class TD3StudyTest(absltest.TestCase):
       self.assertFalse(third["completed"])
       self.assertEqual(record["summary"]["td3_pendulum"]["seeds"], [0, 1])
       self.assertLen(record["chart_runs"], 2)
+
+      # The study's own JSON in a new workdir (the JSON kept, the machine
+      # not): its finished runs are carried over as --earlier's are.
+      own = os.path.join(tmp, "own.json")
+      with open(output) as f, open(own, "w") as g:
+        g.write(f.read())
+      kept = self._run("--presets=td3_pendulum", "--seeds=0,1,2",
+                       f"--workdir={os.path.join(tmp, 'new_machine')}", f"--output={own}",
+                       "--collect", *_SHORT)
+      self.assertEqual(kept.returncode, 0, kept.stderr[-3000:])
+      self.assertIn("2 runs carried over from earlier JSONs", kept.stdout)
+      self.assertIn("2 runs finished earlier; 1 not finished (--collect)", kept.stdout)
+      with open(own) as f:
+        record = json.load(f)
+      self.assertEqual([r["eval_return"] for r in record["runs"][:2]], returns)
+      self.assertEqual(record["runs"][0]["recorded_in"], own)
+      self.assertLen(record["sittings"], 3)  # --collect adds none
 
       broken = os.path.join(tmp, "broken.json")
       with open(broken, "w") as f:
