@@ -22,7 +22,9 @@ included (`lost_runs`): so write the JSON where it outlives the machine
 (benchmarks/results, committed) even when the workdir cannot. A run whose
 logdir already holds a finished `summary.json` (an earlier sitting's) is
 read, not run again, and one the JSON records as finished is carried over
-as recorded when its logdir is gone; every run is
+as recorded when its logdir is gone (a sitting given a subset of the
+presets or seeds keeps the others' finished runs: the JSON only grows);
+every run is
 started with `--resume`, so one stopped with Ctrl-C goes on from its
 checkpoint (and a fresh one starts afresh). So a study longer than one
 sitting is the same command again; Ctrl-C (SIGTERM alike) stops the runs
@@ -382,13 +384,17 @@ def main(argv):
            "how": ended[k].how if k in ended else None,
            **({"lost_steps": reached[k]} if k in lost else {})}
           for k in todo]))
+    # A sitting given fewer presets or seeds than the JSON holds keeps the
+    # others' finished runs as recorded: the JSON only grows.
+    kept = [r for k, r in own.items() if k not in keys]
     record = {"provenance": provenance.provenance(), "sittings": now,
-              "presets": _PRESETS.value,
-              "seeds": seeds, "set": _SET.value, "parallel": _PARALLEL.value,
+              "presets": list(dict.fromkeys([*_PRESETS.value, *(r["preset"] for r in kept)])),
+              "seeds": list(dict.fromkeys([*seeds, *(r["seed"] for r in kept)])),
+              "set": _SET.value, "parallel": _PARALLEL.value,
               "tf_threads": _TF_THREADS.value, "collect_only": _COLLECT.value,
               "earlier": _EARLIER.value,
               "runs": [earlier.get((p, s)) or run_record(p, s, ended.get((p, s)))
-                       for p, s in keys],
+                       for p, s in keys] + kept,
               "lost_runs": lost_runs(previous, lost)}
     record["summary"] = summarize(record)
     runs.write_json(record, _OUTPUT.value)

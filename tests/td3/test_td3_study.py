@@ -213,6 +213,18 @@ class TD3StudyTest(absltest.TestCase):
       self.assertEqual([r["eval_return"] for r in record["runs"][:2]], returns)
       self.assertEqual(record["runs"][0]["recorded_in"], own)
       self.assertLen(record["sittings"], 3)  # --collect adds none
+      # A sitting given seed 2 alone keeps seeds 0-1's finished runs.
+      alone = self._run("--presets=td3_pendulum", "--seeds=2",
+                        f"--workdir={os.path.join(tmp, 'new_machine')}", f"--output={own}",
+                        "--collect", *_SHORT)
+      self.assertEqual(alone.returncode, 0, alone.stderr[-3000:])
+      self.assertIn("0 runs finished earlier; 1 not finished (--collect)", alone.stdout)
+      with open(own) as f:
+        record = json.load(f)
+      self.assertEqual([(r["seed"], r["completed"]) for r in record["runs"]],
+                       [(2, False), (0, True), (1, True)])
+      self.assertEqual(record["seeds"], [2, 0, 1])
+      self.assertEqual(record["summary"]["td3_pendulum"]["seeds"], [0, 1])
 
       broken = os.path.join(tmp, "broken.json")
       with open(broken, "w") as f:
